@@ -1,0 +1,64 @@
+"""Instructions and corrections for a lane (SPEC §6.2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import usage
+from ..plan import check_id
+
+MAX_TEXT = 4000
+KINDS = ("instruction", "correction")
+SESSION_STATES = ("idle", "working", "blocked", "done")
+MAX_CORRECTIONS = 2
+
+
+@dataclass(frozen=True)
+class InstructionRequest:
+    task_id: str
+    kind: str
+    text: str
+    session_state: str
+
+
+def parse_instruction(value: Any) -> InstructionRequest:
+    """Untrusted input (`tick --instruct JSON`), shape-checked; usage error (exit 2) otherwise."""
+    if not isinstance(value, dict):
+        raise usage("invalid --instruct: expected a JSON object")
+    unknown = sorted(set(value) - {"task_id", "kind", "text", "session_state"})
+    if unknown:
+        raise usage(f"invalid --instruct: unknown field {unknown[0]}")
+    task_id = value.get("task_id")
+    if not isinstance(task_id, str):
+        raise usage("invalid --instruct: task_id: must be a string")
+    check_id(task_id, "task id")
+    kind = value.get("kind", "instruction")
+    if kind not in KINDS:
+        raise usage("invalid --instruct: kind: must be instruction or correction")
+    text = value.get("text")
+    if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
+        raise usage(f"invalid --instruct: text: must be 1 to {MAX_TEXT} characters, not blank")
+    state = value.get("session_state")
+    if state not in SESSION_STATES:
+        raise usage("invalid --instruct: session_state: must be idle, working, blocked or done")
+    return InstructionRequest(task_id, kind, text, state)
+
+
+def instruction_refusal(child_state: str | None, has_lane: bool, correction_due: bool,
+                        request: InstructionRequest) -> str | None:
+    """The refusal text (first wins), or None when the text may go to the lane now."""
+    tid = request.task_id
+    if child_state is None or not has_lane:
+        return f"{tid} has no Lane in this batch"
+    if child_state != "enrolled":
+        return f"{tid} is {child_state}, not running in its Lane"
+    if request.kind == "correction" and not correction_due:
+        return f"{tid} has not exhausted its rework budget; send an ordinary instruction instead"
+    if request.kind == "instruction" and correction_due:
+        return f"{tid} waits for a design-level correction; send it with kind correction"
+    if request.session_state == "blocked":
+        return f"{tid}'s session is blocked on a dialog only the user may answer; send nothing and tell the user"
+    if request.session_state != "idle":
+        return f"{tid}'s session is {request.session_state}; text goes only to an idle session"
+    return None

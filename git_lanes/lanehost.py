@@ -1,0 +1,63 @@
+"""Where a lane lives: the one small abstraction between the coordinator and a lane.
+
+Today every lane is a linked worktree of this repository (`LocalLanes`). SPEC §14 adds lanes
+in other clones, observed from refs alone; they will implement the same methods.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .decisions.admission import LaneFacts
+from .session import Session
+
+
+@dataclass(frozen=True)
+class Presence:
+    exists: bool          # a worktree of this repository lives at the path
+    branch: str | None    # full ref its HEAD is on
+    head: str | None
+
+
+class LocalLanes:
+    """Lanes that are linked worktrees of this repository."""
+
+    def __init__(self, session: Session) -> None:
+        self.s = session
+        self.git = session.git
+
+    def presence(self, path: str) -> Presence:
+        wt = self.s.worktree_at(path)
+        if wt is None or not os.path.isdir(path):
+            return Presence(False, None, None)
+        return Presence(True, wt.branch, wt.head)
+
+    def clean(self, path: str) -> bool:
+        from .snapshot import worktree_clean
+
+        return worktree_clean(self.git, path)
+
+    def delivery_tree(self, path: str) -> str:
+        from .snapshot import snapshot_tree
+
+        return snapshot_tree(self.git, path)
+
+    def facts(self, path: str, *, coordinator: str, expected_branch: str, base_ok, occupied) -> LaneFacts:
+        """Gather the admission facts of §6.1 from Git alone, stopping at the first failure."""
+        real = os.path.realpath(path)
+        wt = self.s.worktree_at(real) if os.path.isdir(real) else None
+        is_root = wt is not None and os.path.realpath(wt.path) == real and not wt.bare
+        facts = LaneFacts(real_path=real, is_worktree_root=is_root, is_coordinator=False, branch=None,
+                          head=None, base_ok=False, dirty=True, occupied_by=None)
+        if not is_root:
+            return facts
+        if real == os.path.realpath(coordinator):
+            return LaneFacts(real, True, True, None, None, False, True, None)
+        facts = LaneFacts(real, True, False, wt.branch, wt.head, False, True, None)
+        if wt.branch != "refs/heads/" + expected_branch or wt.head is None:
+            return facts
+        if not base_ok(wt.head):
+            return facts
+        dirty = bool(self.git.status(cwd=real))
+        return LaneFacts(real, True, False, wt.branch, wt.head, True, dirty, occupied(real))

@@ -1,0 +1,199 @@
+"""The lane commands' use cases (SPEC §5): `task`, `inbox`, `done`, `done --give-up`.
+
+Each takes a `Session` opened inside a lane worktree and returns plain data for the CLI to
+render. Only these write the lane's own record (`refs/notes/lanes/lane/<slug>/<task>`); the
+batch record is only ever read here.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from .checks import child_env, run_checks
+from .errors import refused, usage
+from .model import BatchRecord, Child, GaveUp, Intervention, LaneRecord, QaAttempt, Revision
+from .plan import ParsedIntent, parse_intent
+from .session import Session
+from .snapshot import changed_paths, snapshot_tree
+
+MAX_GIVE_UP_TEXT = 4000
+
+
+@dataclass
+class LaneContext:
+    """The lane a command runs in: its batch, its child and its own record."""
+
+    session: Session
+    slug: str
+    task_id: str
+    worktree: str  # the lane worktree's root
+    record: BatchRecord
+    child: Child
+    lane_record: LaneRecord | None  # this run's record; None when not written yet for it
+    lane_commit: str | None  # the lane record's ref tip (what a write swaps against)
+
+    @classmethod
+    def load(cls, session: Session) -> "LaneContext":
+        """Resolve the lane from the current worktree's branch; exit 2 when it is not one."""
+        slug, task_id = session.lane_task()
+        snap = session.batches.read(slug)
+        if snap is None:
+            raise usage(f"no batch for {slug} (the branch imm-lane/{slug}/{task_id} belongs to none)")
+        record = snap.record
+        child = record.child(task_id)
+        if child is None:
+            raise usage(f"task {task_id} is not a child of batch {record.batch_id}")
+        if child.lane is None:
+            raise usage(f"task {task_id} has no lane in batch {record.batch_id} (state {child.state})")
+        worktree = session.git.toplevel or ""
+        if os.path.realpath(child.lane.path) != os.path.realpath(worktree):
+            raise usage(f"this worktree ({worktree}) is not the lane of {task_id}: "
+                        f"batch {record.batch_id} records its lane at {child.lane.path}")
+        lane_record, lane_commit = session.lanes.read(slug, task_id)
+        if lane_record is not None and lane_record.run_id != child.lane.run_id:
+            lane_record = None  # a restarted lane starts a fresh record
+        return cls(session, slug, task_id, worktree, record, child, lane_record, lane_commit)
+
+    def current(self) -> LaneRecord:
+        """This run's lane record, or a fresh one."""
+        if self.lane_record is not None:
+            return self.lane_record
+        return LaneRecord(batch_id=self.record.batch_id, task_id=self.task_id, run_id=self.child.lane.run_id)
+
+    def write(self, lane_record: LaneRecord, summary: str) -> LaneRecord:
+        """Compare-and-swap the lane record, one `record_revision` up."""
+        lane_record = lane_record.model_copy(update={"record_revision": lane_record.record_revision + 1})
+        self.lane_commit = self.session.lanes.write(self.slug, lane_record, self.lane_commit, summary)
+        self.lane_record = lane_record
+        return lane_record
+
+    def interventions(self) -> list[Intervention]:
+        """This lane's instructions and corrections, oldest first."""
+        return [i for i in self.record.interventions if i.task_id == self.task_id]
+
+
+def _last_revision(record: BatchRecord, task_id: str) -> Revision | None:
+    """The last approved revision of the task (only approved ones are recorded)."""
+    return next((r for r in reversed(record.revisions) if r.task_id == task_id), None)
+
+
+def effective_intent(session: Session, record: BatchRecord, child: Child) -> tuple[ParsedIntent, str]:
+    """(intent, source): the last approved revision (`"revision"`), else the authorized one
+    read from the plan at the lane base (`"authorized"`)."""
+    task_id = child.task_id
+    revision = _last_revision(record, task_id)
+    if revision is not None:
+        identity = record.intent_identities.get(task_id)
+        path = identity.intent_path if identity else f".lanes/{record.slug}/{task_id}.toml"
+        return parse_intent(path, revision.intent_text.encode()), "revision"
+    parsed = session.plan_at(child.lane.base_head, record.slug).by_id(task_id)
+    if parsed is None:
+        raise usage(f"task {task_id} is not in the plan of {record.slug} at {child.lane.base_head[:12]}")
+    return parsed, "authorized"
+
+
+def _inbox_items(ctx: LaneContext) -> list[dict[str, Any]]:
+    read = ctx.lane_record.inbox_read if ctx.lane_record else 0
+    return [{"at": i.at, "kind": i.kind, "text": i.text, "text_digest": i.text_digest, "read": n < read}
+            for n, i in enumerate(ctx.interventions())]
+
+
+def task_info(session: Session) -> dict[str, Any]:
+    """`git lanes task --json`: the effective intent, its checks and the unread inbox."""
+    ctx = LaneContext.load(session)
+    parsed, source = effective_intent(session, ctx.record, ctx.child)
+    intent = parsed.intent
+    return {
+        "task_id": ctx.task_id,
+        "slug": ctx.slug,
+        "batch_id": ctx.record.batch_id,
+        "run_id": ctx.child.lane.run_id,
+        "intent_path": parsed.path,
+        "intent_revision": intent.revision,
+        "goal": intent.goal,
+        "scope": list(intent.scope),
+        "acceptance": [{"id": a.id, "text": a.text, "check": a.check, "timeout": a.timeout_s}
+                       for a in intent.acceptance],
+        "revision_approved": source == "revision",
+        "unread": [item for item in _inbox_items(ctx) if not item["read"]],
+    }
+
+
+def inbox(session: Session, ack: bool = False) -> list[dict[str, Any]]:
+    """`git lanes inbox`: this lane's interventions, oldest first; `ack` marks them all read."""
+    ctx = LaneContext.load(session)
+    items = _inbox_items(ctx)
+    current = ctx.current()
+    if ack and current.inbox_read != len(items):
+        ctx.write(current.model_copy(update={"inbox_read": len(items)}), f"inbox {ctx.task_id}: read {len(items)}")
+    return items
+
+
+def _author_ident(session: Session, worktree: str) -> str | None:
+    """`Name <email>` from `git var GIT_AUTHOR_IDENT`, or None."""
+    proc = session.git.run("var", "GIT_AUTHOR_IDENT", cwd=worktree, check=False, safe=False)
+    text = proc.stdout.decode("utf-8", "replace").strip()
+    if proc.returncode != 0 or ">" not in text:
+        return None
+    return text.split(">", 1)[0] + ">"
+
+
+def _write_intent_file(worktree: str, path: str, text: str) -> None:
+    """Write the approved intent into the lane, only when its content differs."""
+    target = os.path.join(worktree, path)
+    data = text.encode()
+    try:
+        with open(target, "rb") as f:
+            if f.read() == data:
+                return
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+    with open(target, "wb") as f:
+        f.write(data)
+
+
+def done(session: Session) -> dict[str, Any]:
+    """`git lanes done`: snapshot the delivery, run the effective checks, record the attempt.
+
+    Returns `{task_id, passed, tree, results[…]}` (plus `note` when the attempt has one).
+    """
+    ctx = LaneContext.load(session)
+    git, lane = session.git, ctx.child.lane
+    if ctx.child.correction_due:
+        raise refused("correction_due", "wait for the coordinator's correction")
+    parsed, source = effective_intent(session, ctx.record, ctx.child)
+    if source == "revision":
+        _write_intent_file(ctx.worktree, parsed.path, _last_revision(ctx.record, ctx.task_id).intent_text)
+    tree = snapshot_tree(git, ctx.worktree)
+    if tree == git.out("rev-parse", f"{lane.base_head}^{{tree}}"):
+        raise refused("nothing_to_deliver", "nothing to deliver")
+    env = child_env(os.environ, git.local_env_vars, slug=ctx.slug, batch=ctx.record.batch_id, task=ctx.task_id)
+    results = run_checks([(a.id, a.check, a.timeout_s) for a in parsed.intent.acceptance],
+                         cwd=ctx.worktree, env=env)
+    after = snapshot_tree(git, ctx.worktree)
+    note = None
+    if after != tree:
+        note = "checks changed the delivery: " + ", ".join(changed_paths(git, tree, after))
+    passed = note is None and all(r.passed for r in results)
+    attempt = QaAttempt(at=session.clock(), tree=tree, passed=passed, results=[r.to_json() for r in results],
+                        author_ident=_author_ident(session, ctx.worktree), note=note)
+    current = ctx.current()
+    ctx.write(current.model_copy(update={"qa_attempts": [*current.qa_attempts, attempt]}),
+              f"done {ctx.task_id}: {'passed' if passed else 'failed'}")
+    result: dict[str, Any] = {"task_id": ctx.task_id, "passed": passed, "tree": tree,
+                              "results": [r.to_json() for r in results]}
+    if note:
+        result["note"] = note
+    return result
+
+
+def give_up(session: Session, text: str) -> dict[str, Any]:
+    """`git lanes done --give-up -m TEXT`: record that the executor cannot finish."""
+    if not text.strip() or len(text) > MAX_GIVE_UP_TEXT:
+        raise usage(f"the give-up message must be 1..{MAX_GIVE_UP_TEXT} characters and not blank")
+    ctx = LaneContext.load(session)
+    gave_up = GaveUp(at=session.clock(), text=text)
+    ctx.write(ctx.current().model_copy(update={"gave_up": gave_up}), f"give up {ctx.task_id}")
+    return {"task_id": ctx.task_id, "gave_up": gave_up.model_dump()}

@@ -1,0 +1,335 @@
+"""The v1 record and report schemas (SPEC §4, §5, §16), with the invariants of §4.
+
+Every write validates the whole record first (`BatchRecord.model_validate` runs the
+invariant checks) and writes nothing if it is invalid.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+BATCH_RECORD = "git_lanes/batch_record/v1"
+LANE_RECORD = "git_lanes/lane_record/v1"
+BATCH_REPORT = "git_lanes/batch_report/v1"
+STORE_LAYOUT = "git_lanes/store_layout/v1"
+CONTRACTS = "git_lanes/contracts/v1"
+
+BatchState = Literal["running", "needs_human", "completed", "budget_stopped", "failed", "superseded"]
+TERMINAL = ("completed", "budget_stopped", "failed", "superseded")
+ChildState = Literal["pending", "enrolled", "settled", "lane_committed", "integrated", "released",
+                     "needs_human", "skipped_blocked"]
+IN_FLIGHT = ("enrolled", "settled", "lane_committed")
+DONE = ("integrated", "released")
+
+
+def now() -> str:
+    """UTC `YYYY-MM-DDTHH:MM:SS.mmmZ`."""
+    t = _dt.datetime.now(_dt.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def parse_time(stamp: str) -> _dt.datetime:
+    return _dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, populate_by_name=True)
+
+
+class CheckResultModel(_Model):
+    id: str
+    command: str
+    exit_code: int | None
+    signal: str | None
+    passed: bool
+    duration_ms: int = Field(ge=0)
+    output_tail: str
+
+
+class Lane(_Model):
+    path: str
+    branch: str
+    base_head: str
+    run_id: str
+    lane_commit: str | None = None
+    executor_commits: list[str] = []
+    # Index (in the lane record's qa_attempts) of the passed attempt this child settled on.
+    attempt: int | None = None
+
+
+class Child(_Model):
+    task_id: str
+    blocked_by: list[str] = []
+    state: ChildState = "pending"
+    reason: str | None = None
+    commit: str | None = None
+    lane: Lane | None = None
+    settled_at: str | None = None
+    qa_failures: int = Field(0, ge=0)
+    qa_attempts_seen: int = Field(0, ge=0)
+    corrections: int = Field(0, ge=0, le=2)
+    correction_due: str | None = None
+    tracker_closed: Literal[True] | None = None
+
+    def check(self) -> None:
+        s = self.state
+        where = f"child {self.task_id}"
+        if s in ("needs_human", "skipped_blocked") and not self.reason:
+            raise ValueError(f"{where}: state {s} needs a reason")
+        if (self.commit is not None) != (s in DONE):
+            raise ValueError(f"{where}: commit must be set exactly when integrated or released")
+        if s in ("pending", "skipped_blocked") and self.lane is not None:
+            raise ValueError(f"{where}: a {s} child has no lane")
+        if s in IN_FLIGHT + DONE and self.lane is None:
+            raise ValueError(f"{where}: a {s} child needs its lane")
+        if self.correction_due is not None and s != "enrolled":
+            raise ValueError(f"{where}: correction_due only while enrolled")
+        if self.tracker_closed and s not in DONE:
+            raise ValueError(f"{where}: tracker_closed only when integrated or released")
+        if s in ("lane_committed", "integrated", "released") and self.lane and not self.lane.lane_commit:
+            raise ValueError(f"{where}: a {s} child needs its lane commit")
+
+
+class Budget(_Model):
+    max_children: int = Field(ge=1)
+    qa_failure_limit: int = Field(ge=1)
+
+
+class AdoptedHead(_Model):
+    from_: str = Field(alias="from")
+    to: str
+
+
+class RestorePath(_Model):
+    path: str
+    kind: Literal["untracked", "modified"]
+    lane_task_id: str
+
+
+class Restore(_Model):
+    at: str
+    backup: str
+    paths: list[RestorePath]
+
+
+class Intervention(_Model):
+    at: str
+    task_id: str
+    kind: Literal["instruction", "correction", "review"]
+    text: str
+    text_digest: str
+
+
+class FinalVerification(_Model):
+    passed: bool
+    head: str
+    results: list[CheckResultModel]
+
+
+class RevisionDelegation(_Model):
+    confirmation_time: str
+
+
+class Revision(_Model):
+    at: str
+    task_id: str
+    from_revision: int
+    to_revision: int
+    intent_content_hash: str
+    intent_text: str
+    actor: Literal["executor", "batch-coordinator", "user"]
+    confirmation_ref: str | None = None
+
+
+class Review(_Model):
+    at: str
+    task_id: str
+    verdict: Literal["approve", "reject"]
+    text: str | None = None
+    tree: str | None = None  # the passed attempt's tree the verdict applies to
+
+
+class IntentIdentity(_Model):
+    task_id: str
+    intent_path: str
+    intent_revision: int
+    intent_content_hash: str
+
+
+class Reseal(_Model):
+    at: str
+    task_id: str
+    from_digest: str
+    to_digest: str
+    intent_revision: int
+    intent_content_hash: str
+
+
+class ArchivedLane(_Model):
+    """A lane tip that never integrated, kept reachable from the record (restart, stale release)."""
+    at: str
+    task_id: str
+    branch: str
+    tip: str
+
+
+class BatchRecord(_Model):
+    contract: Literal["git_lanes/batch_record/v1"] = BATCH_RECORD
+    batch_id: str
+    slug: str
+    plan_digest: str
+    base_head: str
+    branch: str
+    coordinator: str
+    confirmation_time: str
+    budget: Budget
+    max_parallel: int = Field(ge=1)
+    batch_state: BatchState = "running"
+    reason: str | None = None
+    children: list[Child]
+    adopted_heads: list[AdoptedHead] = []
+    restores: list[Restore] = []
+    interventions: list[Intervention] = []
+    final_checks: list[str] = []
+    final_verification: FinalVerification | None = None
+    revision_delegation: RevisionDelegation | None = None
+    revisions: list[Revision] = []
+    reviews: list[Review] = []
+    intent_identities: dict[str, IntentIdentity] = {}
+    reseals: list[Reseal] = []
+    archived_lanes: list[ArchivedLane] = []
+    tracker_github: str | None = None
+    created_at: str
+    updated_at: str
+
+    @model_validator(mode="after")
+    def _invariants(self) -> "BatchRecord":
+        seen = set()
+        for child in self.children:
+            if child.task_id in seen:
+                raise ValueError(f"child {child.task_id} appears twice")
+            seen.add(child.task_id)
+            child.check()
+        for child in self.children:
+            for dep in child.blocked_by:
+                if dep not in seen:
+                    raise ValueError(f"child {child.task_id}: unknown blocker {dep}")
+        if self.branch != f"imm/{self.slug}":
+            raise ValueError(f"branch must be imm/{self.slug}")
+        state = self.batch_state
+        if state in ("failed", "budget_stopped", "superseded"):
+            busy = [c.task_id for c in self.children if c.state in IN_FLIGHT]
+            if busy:
+                raise ValueError(f"a {state} batch holds no in-flight child ({', '.join(busy)})")
+        if state == "completed" and any(c.state not in DONE for c in self.children):
+            raise ValueError("a completed batch needs every child integrated or released")
+        return self
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def child(self, task_id: str) -> Child | None:
+        for c in self.children:
+            if c.task_id == task_id:
+                return c
+        return None
+
+    @property
+    def terminal(self) -> bool:
+        return self.batch_state in TERMINAL
+
+    def commits(self) -> list[str]:
+        """Integration commits in batch-branch order (derived, never stored)."""
+        done = [c for c in self.children if c.state in DONE and c.commit]
+        return [c.commit for c in sorted(done, key=lambda c: (c.settled_at or "", self.children.index(c)))]
+
+    def head_commits(self) -> list[str]:
+        return self.commits()
+
+    def referenced_commits(self) -> set[str]:
+        """Objects the record keeps reachable: lane commits, executor commits, archived tips."""
+        refs: set[str] = set()
+        for c in self.children:
+            if c.lane:
+                if c.lane.lane_commit:
+                    refs.add(c.lane.lane_commit)
+                refs.update(c.lane.executor_commits)
+            if c.commit:
+                refs.add(c.commit)
+        refs.update(a.tip for a in self.archived_lanes)
+        return refs
+
+
+class QaAttempt(_Model):
+    at: str
+    tree: str
+    passed: bool
+    results: list[CheckResultModel]
+    author_ident: str | None = None
+    note: str | None = None  # e.g. "checks changed the delivery: <paths>"
+
+
+class GaveUp(_Model):
+    at: str
+    text: str
+
+
+class LaneRecord(_Model):
+    contract: Literal["git_lanes/lane_record/v1"] = LANE_RECORD
+    batch_id: str
+    task_id: str
+    run_id: str
+    record_revision: int = Field(0, ge=0)
+    qa_attempts: list[QaAttempt] = []
+    # How many of this lane's interventions (oldest first) have been read.
+    inbox_read: int = Field(0, ge=0)
+    gave_up: GaveUp | None = None
+
+
+class Report(BaseModel):
+    """The `--json` report (SPEC §16); optional lists appear only when non-empty."""
+    model_config = ConfigDict(extra="forbid")
+
+    contract: Literal["git_lanes/batch_report/v1"] = BATCH_REPORT
+    batch_id: str | None
+    slug: str
+    batch_state: str
+    max_parallel: int | None
+    children: list[dict[str, Any]]
+    commits: list[str]
+    reason: str | None
+    handoffs: list[dict[str, Any]]
+    next_action: str
+    created_at: str
+    lane_refusals: list[dict[str, Any]] = []
+    tracker_observations: list[dict[str, Any]] = []
+    restores: list[dict[str, Any]] = []
+    final_verification: dict[str, Any] | None = None
+    interventions: list[dict[str, Any]] = []
+    lane_instruction: dict[str, Any] | None = None
+    lane_revision: dict[str, Any] | None = None
+    revisions: list[dict[str, Any]] = []
+    reseals: list[dict[str, Any]] = []
+    adopted_heads: list[dict[str, Any]] = []
+    reviews: list[dict[str, Any]] = []
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        for key in ("lane_refusals", "tracker_observations", "restores", "final_verification", "interventions",
+                    "lane_instruction", "lane_revision", "revisions", "reseals", "adopted_heads", "reviews"):
+            if not data.get(key):
+                data.pop(key, None)
+        return data
+
+
+def contracts_manifest() -> dict[str, str]:
+    return {"contract": CONTRACTS, "batch_record": BATCH_RECORD, "lane_record": LANE_RECORD,
+            "batch_report": BATCH_REPORT, "store_layout": STORE_LAYOUT}
+
+
+def schemas() -> dict[str, Any]:
+    return {"batch_record": BatchRecord.model_json_schema(by_alias=True),
+            "lane_record": LaneRecord.model_json_schema(),
+            "batch_report": Report.model_json_schema()}

@@ -1,0 +1,141 @@
+"""Handoffs, the stop decision and the report (SPEC §7 steps 13-16, §16). Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .decisions.instruction import MAX_CORRECTIONS
+from .model import DONE, IN_FLIGHT, BatchRecord, Child, Report
+from .schedule import startable
+
+
+@dataclass
+class LaneView:
+    """Read-only observations of one lane (gathered by the effectful side)."""
+    next_obligation: str | None = None   # implement | review | settled
+    record_revision: int = 0
+    clean_on_branch: bool = False        # exists, on its branch, clean
+
+
+@dataclass
+class Extras:
+    """What one command adds to the report beyond the record."""
+    lane_refusals: list[dict[str, Any]] = field(default_factory=list)
+    tracker_observations: list[dict[str, Any]] = field(default_factory=list)
+    lane_instruction: dict[str, Any] | None = None
+    lane_revision: dict[str, Any] | None = None
+    final_verification: dict[str, Any] | None = None
+    first_park: str | None = None
+
+
+def lanes_ever(record: BatchRecord) -> int:
+    """Children that ever had a lane (what `max_children` counts)."""
+    return sum(1 for c in record.children if c.lane is not None or c.state not in ("pending", "skipped_blocked"))
+
+
+def budget_left(record: BatchRecord) -> int:
+    return max(0, record.budget.max_children - lanes_ever(record))
+
+
+def startable_now(record: BatchRecord, scopes: dict[str, list[str]]) -> list[str]:
+    return startable(record.children, record.max_parallel, scopes, limit=budget_left(record))
+
+
+def stop_decision(record: BatchRecord, scopes: dict[str, list[str]], first_park: str | None) -> tuple[str, str] | None:
+    """Step 14: (state, reason) when nothing is in flight and nothing can start, else None."""
+    if any(c.state in IN_FLIGHT for c in record.children):
+        return None
+    if all(c.state in DONE for c in record.children):
+        return None  # completion is step 12's business
+    if startable_now(record, scopes):
+        return None
+    if any(c.state in ("needs_human", "skipped_blocked") for c in record.children):
+        return "needs_human", first_park or "a parked child needs a human decision"
+    if budget_left(record) == 0:
+        return "budget_stopped", f"max_children budget exhausted ({record.budget.max_children})"
+    return "needs_human", "no child can start"
+
+
+def handoffs(record: BatchRecord, views: dict[str, LaneView], scopes: dict[str, list[str]],
+             head: str | None, on_branch: set[str]) -> list[dict[str, Any]]:
+    """Steps 13 and 15: executor/correction handoffs, release handoffs, provision handoffs."""
+    out: list[dict[str, Any]] = []
+    for c in record.children:
+        if c.state == "enrolled" and c.lane:
+            if c.correction_due:
+                out.append({"role": "coordinator", "action": "correct", "task_id": c.task_id,
+                            "reason": c.correction_due, "corrections_used": c.corrections,
+                            "corrections_left": MAX_CORRECTIONS - c.corrections, "lane_path": c.lane.path})
+            else:
+                v = views.get(c.task_id, LaneView())
+                out.append({"role": "executor", "task_id": c.task_id, "run_id": c.lane.run_id,
+                            "record_revision": v.record_revision,
+                            "next_obligation": v.next_obligation or "implement",
+                            "lane_branch": c.lane.branch, "lane_path": c.lane.path})
+    for c in record.children:
+        if c.state == "integrated" and c.lane and c.commit in on_branch and views.get(c.task_id, LaneView()).clean_on_branch:
+            out.append({"role": "lane-steward", "action": "release", "task_id": c.task_id,
+                        "lane_branch": c.lane.branch, "lane_path": c.lane.path})
+    if record.batch_state == "running" and head is not None:
+        for task_id in startable_now(record, scopes):
+            out.append({"role": "lane-steward", "action": "provision", "task_id": task_id,
+                        "lane_branch": f"imm-lane/{record.slug}/{task_id}", "base_head": head})
+    return out
+
+
+def next_action(record: BatchRecord, hand: list[dict[str, Any]]) -> str:
+    """Step 16, plus the terminal and parked states."""
+    state = record.batch_state
+    if state == "completed":
+        if any(h.get("action") == "release" for h in hand):
+            return "Batch completed; release the integrated lanes (git lanes release <task>)."
+        return "Batch completed."
+    if state in ("failed", "budget_stopped", "superseded"):
+        return f"Batch {state}; nothing more will integrate. Inspect it with 'git lanes status', then retire or start anew."
+    if state == "needs_human":
+        return "A person must decide: inspect 'git lanes status', then 'git lanes resume' (or --restart TASK) or 'git lanes retire'."
+    if any(h.get("action") == "correct" for h in hand):
+        return ("Read the failing checks' output and send one design-level correction with "
+                "'git lanes instruct <task> --kind correction'.")
+    if any(h.get("action") == "provision" for h in hand):
+        return "Provide lanes and tick with --offer (or run 'git lanes provision <task>')."
+    return "Run the executor handoffs and tick when a lane finishes."
+
+
+def child_json(c: Child, view: LaneView | None) -> dict[str, Any]:
+    data = c.model_dump(mode="json", exclude_none=False)
+    data["lane"] = c.lane.model_dump(mode="json") if c.lane else None
+    if data.get("tracker_closed") is None:
+        data.pop("tracker_closed", None)
+    if c.state == "enrolled":
+        data["next_obligation"] = (view.next_obligation if view else None) or "implement"
+    return data
+
+
+def build_report(record: BatchRecord, *, state: str | None = None, reason: str | None = None,
+                 hand: list[dict[str, Any]] | None = None, views: dict[str, LaneView] | None = None,
+                 extras: Extras | None = None, commits: list[str] | None = None,
+                 created_at: str | None = None, action: str | None = None) -> Report:
+    views = views or {}
+    extras = extras or Extras()
+    hand = hand or []
+    return Report(
+        batch_id=record.batch_id, slug=record.slug, batch_state=state or record.batch_state,
+        max_parallel=record.max_parallel,
+        children=[child_json(c, views.get(c.task_id)) for c in record.children],
+        commits=commits if commits is not None else record.commits(),
+        reason=reason if reason is not None else record.reason,
+        handoffs=hand, next_action=action or next_action(record, hand),
+        created_at=created_at or record.updated_at,
+        lane_refusals=extras.lane_refusals, tracker_observations=extras.tracker_observations,
+        restores=[r.model_dump(mode="json") for r in record.restores],
+        final_verification=extras.final_verification or (
+            record.final_verification.model_dump(mode="json") if record.final_verification else None),
+        interventions=[i.model_dump(mode="json") for i in record.interventions],
+        lane_instruction=extras.lane_instruction, lane_revision=extras.lane_revision,
+        revisions=[r.model_dump(mode="json") for r in record.revisions],
+        reseals=[r.model_dump(mode="json") for r in record.reseals],
+        adopted_heads=[a.model_dump(mode="json", by_alias=True) for a in record.adopted_heads],
+        reviews=[r.model_dump(mode="json") for r in record.reviews],
+    )

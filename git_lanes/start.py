@@ -1,0 +1,267 @@
+"""`git lanes start`: preflight, confirmation, the record first, then the branch, then a tick."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .checks import validate_final_check
+from .errors import LanesError, refused, usage
+from .model import TERMINAL, BatchRecord, Budget, Child, IntentIdentity, RevisionDelegation, contracts_manifest
+from .plan import MAX_FINAL_CHECKS, Plan, check_id, final_check_problem
+from .session import LANE_PREFIX, Session, batch_branch
+from .store import slug_lock
+
+
+@dataclass
+class StartOptions:
+    max_parallel: int = 1
+    max_children: int | None = None
+    qa_failure_limit: int = 2
+    final_checks: list[str] | None = None
+    delegate_revisions: bool = False
+    executor_runtime: str | None = None
+    worktree: str | None = None
+    yes: bool = False
+
+
+@dataclass
+class Prepared:
+    """Everything the confirmation shows, computed before anything is written."""
+    slug: str
+    plan: Plan
+    head: str
+    coordinator: str
+    final_checks: list[str]
+    opts: StartOptions
+    carried: dict[str, str] = field(default_factory=dict)   # task -> commit already on imm/<slug>
+    continues: bool = False
+
+
+def batch_id_for(slug: str, at: str) -> str:
+    stamp = at[:19].replace("-", "").replace(":", "") + "Z"   # yyyymmddThhmmssZ
+    return f"{slug}-{stamp}-{secrets.token_hex(3)}"
+
+
+def _validate_options(o: StartOptions, plan: Plan) -> list[str]:
+    if o.max_parallel < 1:
+        raise usage("--max-parallel: must be at least 1")
+    if o.max_children is not None and o.max_children < 1:
+        raise usage("--max-children: must be at least 1")
+    if o.qa_failure_limit < 1:
+        raise usage("--qa-failure-limit: must be at least 1")
+    checks = list(o.final_checks) if o.final_checks else list(plan.final_checks)
+    if len(checks) > MAX_FINAL_CHECKS:
+        raise usage(f"--final-check: at most {MAX_FINAL_CHECKS} final checks")
+    for cmd in checks:
+        problem = final_check_problem(cmd)
+        if problem:
+            raise usage(f"--final-check: {cmd!r}: {problem}")
+        validate_final_check(cmd)
+    return checks
+
+
+def prepare(s: Session, slug: str, o: StartOptions) -> Prepared:
+    """Every preflight of SPEC §6, in order; nothing is written."""
+    check_id(slug, "slug")
+    git = s.git
+    if git.toplevel is None:
+        raise refused("batch_not_toplevel", "start needs a working tree (this is a bare repository or a .git directory)")
+    if os.path.realpath(s.git.cwd) != os.path.realpath(git.toplevel) and o.worktree is None:
+        raise refused("batch_not_toplevel", f"run start at the top level of the working tree ({git.toplevel})")
+    head = git.rev_parse("HEAD")
+    if head is None:
+        raise refused("batch_head_unborn", "HEAD has no commit yet; commit the initiative first")
+    plan = s.plan_at(head, slug)
+    final_checks = _validate_options(o, plan)
+    flags = git.out("ls-files", "-v", "-z").split("\0")
+    flagged = [f[2:] for f in flags if f and (f[0].islower() or f[0] == "S")]
+    if flagged:
+        raise refused("batch_index_flags", "assume-unchanged or skip-worktree entries hide changes: "
+                                           + ", ".join(flagged[:5]))
+    dirty = git.status()
+    if dirty:
+        raise refused("dirty_working_tree", "commit or stash these first: " + ", ".join(e.path for e in dirty[:5])
+                      + (" …" if len(dirty) > 5 else ""))
+    last = s.batches.read(slug)
+    if last is not None and not last.record.terminal:
+        raise refused("batch_already_active", f"batch {last.record.batch_id} of {slug} is {last.record.batch_state}; "
+                                              "tick, resume or retire it")
+    branch = batch_branch(slug)
+    for prefix in _ref_prefixes(branch):
+        if git.resolve("refs/heads/" + prefix) is not None:
+            raise refused("batch_branch_exists", f"the branch {prefix} blocks {branch}")
+    if git.refs_under(f"refs/heads/{branch}/"):
+        raise refused("batch_branch_exists", f"branches under {branch}/ block {branch}")
+    continues = False
+    carried: dict[str, str] = {}
+    if git.resolve("refs/heads/" + branch) is not None:
+        if last is None or last.record.terminal is False:
+            raise refused("batch_branch_exists", f"{branch} exists and no finished batch of {slug} owns it")
+        current = s.current_branch()
+        if current != "refs/heads/" + branch or o.worktree is not None:
+            raise refused("batch_branch_exists", f"{branch} exists; to continue it, run start in the worktree "
+                                                 f"that has it checked out")
+        continues = True
+        carried = _carry_over(s, last.record, plan, head)
+    if any(t.intent.risk == "critical" for t in plan.tasks):
+        crit = next(t.task_id for t in plan.tasks if t.intent.risk == "critical")
+        raise refused("batch_child_critical", f"{crit} is risk = \"critical\"; critical tasks are never batched")
+    stale = [name[len("refs/heads/"):] for name in git.refs_under(LANE_PREFIX + slug + "/")]
+    if stale:
+        raise refused("stale_lanes", ", ".join(sorted(stale)))
+    if o.executor_runtime:
+        mismatch = runtime_mismatch(o.executor_runtime)
+        if mismatch:
+            raise refused("batch_runtime_contract_mismatch", mismatch)
+    coordinator = os.path.realpath(o.worktree) if o.worktree else os.path.realpath(git.toplevel)
+    if o.worktree and os.path.exists(o.worktree) and os.listdir(o.worktree):
+        raise usage(f"--worktree: {o.worktree} exists and is not empty")
+    return Prepared(slug, plan, head, coordinator, final_checks, o, carried, continues)
+
+
+def _ref_prefixes(branch: str) -> list[str]:
+    parts = branch.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _carry_over(s: Session, last: BatchRecord, plan: Plan, head: str) -> dict[str, str]:
+    """Children of the new batch already integrated on the branch with an unchanged identity."""
+    carried = {}
+    for parsed in plan.tasks:
+        ident = last.intent_identities.get(parsed.task_id)
+        old = last.child(parsed.task_id)
+        if ident is None or old is None or old.commit is None:
+            continue
+        if (ident.intent_revision, ident.intent_content_hash) != (parsed.intent.revision, parsed.content_hash):
+            continue
+        if s.git.is_ancestor(old.commit, head):
+            carried[parsed.task_id] = old.commit
+    return carried
+
+
+def runtime_mismatch(path: str) -> str | None:
+    """Compare our contract identifiers with a manifest file or a git-lanes installation at PATH."""
+    import json
+
+    ours = contracts_manifest()
+    candidate = path
+    if os.path.isdir(path):
+        for sub in ("contracts.json", os.path.join("git_lanes", "contracts.json")):
+            if os.path.isfile(os.path.join(path, sub)):
+                candidate = os.path.join(path, sub)
+                break
+        else:
+            model = os.path.join(path, "git_lanes", "model.py")
+            if not os.path.isfile(model):
+                return f"no runtime contract manifest under {path}"
+            theirs = _manifest_from_source(model)
+            return _differences(ours, theirs, path)
+    try:
+        with open(candidate, encoding="utf-8") as fh:
+            theirs = json.load(fh)
+    except (OSError, ValueError) as exc:
+        return f"cannot read the runtime contract manifest {path}: {exc}"
+    if not isinstance(theirs, dict):
+        return f"{path} is not a contract manifest"
+    return _differences(ours, theirs, path)
+
+
+def _manifest_from_source(model_py: str) -> dict[str, str]:
+    import re
+
+    text = open(model_py, encoding="utf-8").read()
+    names = {"BATCH_RECORD": "batch_record", "LANE_RECORD": "lane_record", "BATCH_REPORT": "batch_report",
+             "STORE_LAYOUT": "store_layout", "CONTRACTS": "contract"}
+    out = {}
+    for const, key in names.items():
+        m = re.search(rf'^{const} = "([^"]+)"', text, re.M)
+        if m:
+            out[key] = m.group(1)
+    return out
+
+
+def _differences(ours: dict[str, str], theirs: dict[str, str], path: str) -> str | None:
+    diffs = [f"{k}: {ours[k]} != {theirs.get(k)}" for k in sorted(ours) if theirs.get(k) != ours[k]]
+    if not diffs:
+        return None
+    import git_lanes
+
+    src = os.path.dirname(os.path.abspath(git_lanes.__file__))
+    return (f"coordinator runtime {src} and Lane runtime {path} disagree ({'; '.join(diffs)}); "
+            "load the same runtime on both sides before starting the batch")
+
+
+def confirmation_text(p: Prepared) -> str:
+    o = p.opts
+    lines = [f"Start a batch of {p.slug}: {p.plan.title}",
+             f"  plan digest   {p.plan.digest}",
+             f"  base          {p.head}",
+             f"  branch        {batch_branch(p.slug)}" + (" (continued)" if p.continues else ""),
+             f"  coordinator   {p.coordinator}",
+             f"  max parallel  {o.max_parallel}",
+             f"  budget        max_children {o.max_children or len(p.plan.tasks)}, "
+             f"qa_failure_limit {o.qa_failure_limit}",
+             "  final checks  " + (", ".join(p.final_checks) if p.final_checks else "(none)"),
+             "  revision delegation " + ("GRANTED: breaking revisions inside the envelope are approved "
+                                         "without asking" if o.delegate_revisions else "off"),
+             "  waves:"]
+    for i, wave in enumerate(p.plan.waves(o.max_parallel), 1):
+        lines.append(f"    {i}. " + ", ".join(wave))
+    conflicts = p.plan.scope_conflicts()
+    if conflicts:
+        lines.append("  scope conflicts (never run together):")
+        for c in conflicts:
+            lines.append(f"    {c['task_id']}: " + ", ".join(c["overlaps_with"]))
+    if p.carried:
+        lines.append("  carried over (already on the branch): " + ", ".join(sorted(p.carried)))
+    return "\n".join(lines)
+
+
+def build_record(s: Session, p: Prepared) -> BatchRecord:
+    at = s.clock()
+    children = []
+    for parsed in p.plan.tasks:
+        child = Child(task_id=parsed.task_id, blocked_by=list(parsed.intent.blocked_by))
+        if parsed.task_id in p.carried:
+            child = Child(task_id=parsed.task_id, blocked_by=list(parsed.intent.blocked_by), state="integrated",
+                          commit=p.carried[parsed.task_id], lane=_carried_lane(p, parsed.task_id))
+        children.append(child)
+    return BatchRecord(
+        batch_id=batch_id_for(p.slug, at), slug=p.slug, plan_digest=p.plan.digest, base_head=p.head,
+        branch=batch_branch(p.slug), coordinator=p.coordinator, confirmation_time=at,
+        budget=Budget(max_children=p.opts.max_children or len(p.plan.tasks), qa_failure_limit=p.opts.qa_failure_limit),
+        max_parallel=p.opts.max_parallel, children=children, final_checks=p.final_checks,
+        revision_delegation=RevisionDelegation(confirmation_time=at) if p.opts.delegate_revisions else None,
+        intent_identities={t.task_id: IntentIdentity(**t.identity()) for t in p.plan.tasks},
+        tracker_github=p.plan.tracker_github, created_at=at, updated_at=at)
+
+
+def _carried_lane(p: Prepared, task_id: str):
+    from .model import Lane
+
+    commit = p.carried[task_id]
+    return Lane(path="", branch=f"imm-lane/{p.slug}/{task_id}", base_head=commit, run_id="carried-over",
+                lane_commit=commit)
+
+
+def start(s: Session, slug: str, o: StartOptions, confirm: Callable[[str], bool]) -> BatchRecord:
+    """Preflight, confirm, write the record, create and check out the branch. The caller ticks."""
+    with slug_lock(s.git, slug, warn=s.warn):
+        p = prepare(s, slug, o)
+        if not confirm(confirmation_text(p)):
+            raise refused("batch_confirmation_declined", "nothing was written")
+        record = build_record(s, p)
+        last = s.batches.read(slug)
+        s.batches.write(last, record, summary=f"batch {record.batch_id} started", actor="start", new_line=True)
+    git = s.git
+    branch = batch_branch(slug)
+    if not p.continues:
+        git.update_ref("refs/heads/" + branch, p.head, None, f"git-lanes: start {record.batch_id}")
+    if o.worktree:
+        git.run("worktree", "add", "-q", o.worktree, branch)
+    elif not p.continues:
+        git.run("switch", "-q", branch)
+    return record

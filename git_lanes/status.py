@@ -1,0 +1,33 @@
+"""`git lanes status` and `git lanes show`: read-only views of the stored records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import usage
+from .session import Session
+from .store import CorruptRecord
+from .tick import Request, Tick
+
+
+def status(s: Session, slug: str) -> dict[str, Any]:
+    """The report of the latest batch of the slug, whatever its state; never writes."""
+    return Tick(s, slug, Request(actor="status")).report_only()
+
+
+def show(s: Session, slug: str, task_id: str) -> dict[str, Any]:
+    """One child (as the report shows it) with its lane record."""
+    report = status(s, slug)
+    child = next((c for c in report["children"] if c["task_id"] == task_id), None)
+    if child is None:
+        raise usage(f"{task_id} is not a child of batch {report['batch_id']}")
+    try:
+        lane_record, _ = s.lanes.read(slug, task_id)
+        lane_doc = lane_record.model_dump(mode="json") if lane_record else None
+        lane_error = None
+    except CorruptRecord as exc:
+        lane_doc, lane_error = None, exc.detail
+    doc: dict[str, Any] = {"batch_id": report["batch_id"], "child": child, "lane_record": lane_doc}
+    if lane_error:
+        doc["lane_record_error"] = lane_error
+    return doc

@@ -110,6 +110,22 @@ def _blob_id(data: bytes) -> bytes:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest().encode()
 
 
+def _with_subtrees(git: Git, tree_id: bytes, name: str, entries: dict[str, bytes]) -> bytes:
+    """`tree_id` plus a directory `name` whose entries are the given trees."""
+    from dulwich.objects import Tree
+
+    sub = Tree()
+    for key, sha in entries.items():
+        sub.add(key.encode(), 0o040000, sha)
+    git.repo.object_store.add_object(sub)
+    root = Tree()
+    for entry in git.repo.object_store[tree_id].iteritems():
+        root.add(entry.path, entry.mode, entry.sha)
+    root.add(name.encode(), 0o040000, sub.id)
+    git.repo.object_store.add_object(root)
+    return root.id
+
+
 def _add_blob(git: Git, data: bytes) -> bytes:
     from dulwich.objects import Blob
 
@@ -299,11 +315,12 @@ class LaneStore:
         if tip is None:
             return None, None
         try:
-            obj = self.git.repo.object_store[tip.encode()]
-            blobs = _read_tree_flat(self.git, obj.tree)
-            data = json.loads(self.git.repo.object_store[blobs["lane.json"]].data)
-            attempts = sorted((p, b) for p, b in blobs.items() if p.startswith("attempts/"))
-            data["qa_attempts"] = [json.loads(self.git.repo.object_store[b].data) for _, b in attempts]
+            store = self.git.repo.object_store
+            root = store[store[tip.encode()].tree]
+            data = json.loads(store[root[b"lane.json"][1]].data)
+            attempts = store[root[b"attempts"][1]] if b"attempts" in root else None
+            data["qa_attempts"] = [json.loads(store[e.sha].data)
+                                   for e in sorted(attempts.iteritems(), key=lambda e: e.path)] if attempts else []
             return LaneRecord.model_validate(data), tip
         except ValidationError as exc:
             raise CorruptRecord(f"lane record {slug}/{task_id}: contract error: {_one_line(exc)}") from None
@@ -320,6 +337,11 @@ class LaneStore:
             files[f"attempts/{index:06d}.json"] = _blob(attempt)
         changes = {p: _add_blob(self.git, d) for p, d in files.items()}
         tree = _update_tree(self.git, None, changes)
+        # each attempt's delivery tree stays reachable (a tree entry of the record's own tree)
+        delivered = {f"{i:06d}": a["tree"].encode() for i, a in enumerate(attempts)
+                     if a["tree"].encode() in self.git.repo.object_store}
+        if delivered:
+            tree = _with_subtrees(self.git, tree, "trees", delivered)
         parents = [old_commit.encode()] if old_commit else []
         parents += [p.encode() for p in extra_parents if p.encode() in self.git.repo.object_store]
         commit = _commit(self.git, tree, parents, f"{summary}\n\nLanes-At: {now()}\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ def hermetic(tmp_path_factory, monkeypatch):
         if var.startswith(("GIT_", "GIT_LANES_")) or var in {"NO_COLOR", "GH_TOKEN", "GITHUB_TOKEN"}:
             monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(home))
+    # the `git-lanes` installed beside this interpreter is the one `git lanes` runs
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))

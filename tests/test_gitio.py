@@ -1,0 +1,134 @@
+"""The Git gateway against real repositories."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import git
+from git_lanes.errors import ExitCode, LanesError
+from git_lanes.gitio import Git, GitError, RefRaceError, ZERO_OID
+
+
+def test_discovery_from_subdirectory(repo):
+    (repo / "sub" / "deep").mkdir(parents=True)
+    g = Git(repo / "sub" / "deep")
+    assert g.toplevel == str(repo)
+    assert g.git_dir == str(repo / ".git")
+    assert g.common_dir == str(repo / ".git")
+    assert not g.is_bare
+    assert "GIT_DIR" in g.local_env_vars
+
+
+def test_discovery_in_linked_worktree(repo, tmp_path):
+    wt = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", "-b", "side", str(wt))
+    g = Git(wt)
+    assert g.toplevel == str(wt)
+    assert g.common_dir == str(repo / ".git")
+    assert g.git_dir != g.common_dir
+    assert g.out("rev-parse", "--abbrev-ref", "HEAD") == "side"
+
+
+def test_discovery_honours_git_dir_and_work_tree(repo, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = dict(os.environ, GIT_DIR=str(repo / ".git"), GIT_WORK_TREE=str(repo))
+    g = Git(elsewhere, environ=env)
+    assert g.toplevel == str(repo)
+    # our own git calls do not inherit GIT_DIR, yet act on the discovered repository
+    assert "GIT_DIR" not in g.env
+    assert g.out("rev-parse", "--show-toplevel") == str(repo)
+
+
+def test_bare_repository(tmp_path):
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    g = Git(bare)
+    assert g.is_bare and g.toplevel is None
+
+
+def test_not_a_repository(tmp_path):
+    with pytest.raises(LanesError) as exc:
+        Git(tmp_path)
+    assert exc.value.exit_code == ExitCode.FATAL
+    assert "not a git repository" in exc.value.detail
+
+
+def test_config_read_once_honours_git_c_and_includes(repo, tmp_path):
+    inc = tmp_path / "inc.cfg"
+    inc.write_text("[lanes]\n\tkeep = .venv/\n")
+    git(repo, "config", "include.path", str(inc))
+    git(repo, "config", "--add", "lanes.exclude", "__pycache__/")
+    git(repo, "config", "--add", "lanes.exclude", "*.pyc")
+    env = dict(os.environ, GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="lanes.lockTimeout", GIT_CONFIG_VALUE_0="7")
+    g = Git(repo, environ=env)
+    assert g.config_int("lanes.locktimeout", 30) == 7
+    assert g.config_all("lanes.exclude") == ["__pycache__/", "*.pyc"]
+    assert g.config_all("lanes.keep") == [".venv/"]
+    assert g.config_get("lanes.missing", "d") == "d"
+    git(repo, "config", "lanes.flag", "maybe")
+    g = Git(repo)
+    with pytest.raises(LanesError) as exc:
+        g.config_bool("lanes.flag", False)
+    assert exc.value.exit_code == ExitCode.USAGE and "lanes.flag" in exc.value.detail
+
+
+def test_update_ref_is_compare_and_swap_with_reason(repo):
+    g = Git(repo)
+    head = g.rev_parse("HEAD")
+    g.update_ref("refs/notes/lanes/test", head, None, "git-lanes: first")
+    assert g.resolve("refs/notes/lanes/test") == head
+    with pytest.raises(RefRaceError):
+        g.update_ref("refs/notes/lanes/test", head, None, "must not exist")
+    with pytest.raises(RefRaceError):
+        g.update_ref("refs/notes/lanes/test", head, "1" * 40, "wrong old value")
+    reflog = git(repo, "reflog", "show", "--format=%gs", "refs/notes/lanes/test")
+    assert "git-lanes: first" in reflog
+    g.update_ref("refs/notes/lanes/test", None, head, "delete")
+    assert g.resolve("refs/notes/lanes/test") is None
+
+
+def test_multi_ref_transaction_is_all_or_nothing(repo):
+    g = Git(repo)
+    head = g.rev_parse("HEAD")
+    with pytest.raises(RefRaceError):
+        g.update_refs([("refs/heads/x1", head, None), ("refs/heads/main", head, "2" * 40)], "both or none")
+    assert g.resolve("refs/heads/x1") is None
+
+
+def test_failing_git_call_quotes_command_and_stderr(repo):
+    g = Git(repo)
+    with pytest.raises(GitError) as exc:
+        g.run("rev-parse", "--verify", "no-such-rev")
+    err = exc.value
+    assert err.exit_code == ExitCode.FATAL
+    assert "rev-parse --verify no-such-rev" in err.detail
+    assert "exit code 128" in err.detail
+    assert "fatal" in err.detail
+
+
+def test_status_and_worktrees(repo, tmp_path):
+    (repo / "new file.txt").write_text("x")
+    (repo / "README").write_text("changed\n")
+    g = Git(repo)
+    entries = {(e.xy, e.path) for e in g.status()}
+    assert entries == {("??", "new file.txt"), (" M", "README")}
+    wt = tmp_path / "wt2"
+    git(repo, "worktree", "add", "-q", "--detach", str(wt))
+    paths = {w.path: w for w in g.worktrees()}
+    assert paths[str(repo)].branch == "refs/heads/main"
+    assert paths[str(wt)].branch is None and paths[str(wt)].head == g.rev_parse("HEAD")
+
+
+def test_ident_falls_back_without_identity(repo, monkeypatch):
+    for var in ("GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL"):
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("EMAIL", "")
+    git(repo, "config", "user.useConfigOnly", "true")
+    assert Git(repo).ident() == ("git-lanes", "git-lanes@localhost")
+
+
+def test_zero_oid_shape():
+    assert ZERO_OID == "0" * 40

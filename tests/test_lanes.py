@@ -298,7 +298,8 @@ def test_lost_lane_and_run_mismatch(running, tmp_path):
     from git_lanes.model import LaneRecord
     from git_lanes.store import LaneStore
 
-    LaneStore(Git(running)).write("demo", LaneRecord(batch_id="x", task_id="b", run_id="another"), None, "forged")
+    LaneStore(Git(running)).write("demo", LaneRecord(batch_id=report["batch_id"], task_id="b", run_id="another"),
+                                  None, "forged")
     code, report = tick(running)
     assert report["children"][1]["reason"] == "batch_lane_run_mismatch"
 

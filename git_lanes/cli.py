@@ -694,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     as_json = "--json" in args
     try:
-        cli.main(args=args, prog_name="git lanes", standalone_mode=False)
+        cli.main(args=args, prog_name="git lanes", complete_var="_GIT_LANES_COMPLETE", standalone_mode=False)
         return 0
     except Fail as f:
         return f.exit_code

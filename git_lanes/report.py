@@ -58,7 +58,7 @@ def stop_decision(record: BatchRecord, scopes: dict[str, list[str]], first_park:
 
 
 def handoffs(record: BatchRecord, views: dict[str, LaneView], scopes: dict[str, list[str]],
-             head: str | None, on_branch: set[str]) -> list[dict[str, Any]]:
+             head: str | None, on_branch: set[str], schedule: bool = True) -> list[dict[str, Any]]:
     """Steps 13 and 15: executor/correction handoffs, release handoffs, provision handoffs."""
     out: list[dict[str, Any]] = []
     for c in record.children:
@@ -77,7 +77,7 @@ def handoffs(record: BatchRecord, views: dict[str, LaneView], scopes: dict[str, 
         if c.state == "integrated" and c.lane and c.commit in on_branch and views.get(c.task_id, LaneView()).clean_on_branch:
             out.append({"role": "lane-steward", "action": "release", "task_id": c.task_id,
                         "lane_branch": c.lane.branch, "lane_path": c.lane.path})
-    if record.batch_state == "running" and head is not None:
+    if schedule and record.batch_state == "running" and head is not None:
         for task_id in startable_now(record, scopes):
             out.append({"role": "lane-steward", "action": "provision", "task_id": task_id,
                         "lane_branch": f"imm-lane/{record.slug}/{task_id}", "base_head": head})

@@ -754,7 +754,8 @@ class Tick:
                     self.lanes.clean(c.lane.path)
         commits = self._batch_commits()
         head = self.git.resolve("refs/heads/" + rec.branch)
-        hand = handoffs(rec, self.views, self.scopes if rec.batch_state == "running" else {}, head, set(commits))
+        hand = handoffs(rec, self.views, self.scopes if rec.batch_state == "running" else {}, head, set(commits),
+                        schedule=not self.req.integrate_only)
         reason = self.reason if self.reason is not None else rec.reason
         report = build_report(rec, reason=reason, hand=hand, views=self.views, extras=self.extras, commits=commits)
         refusal = self.extras.lane_instruction or {}

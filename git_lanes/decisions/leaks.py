@@ -96,14 +96,15 @@ def prove(entry: LeakFacts) -> Proven | str:
             return Proven(entry.path, kind, lane.task_id)
         if any(v.blob == current.blob for v in lane.versions):
             other_mode.append(lane.task_id)
+    if entry.head is not None and entry.head.blob == current.blob and entry.head.kind != current.kind:
+        return ("only its mode changed in the coordinator; a mode change is never proven to be a lane's write; "
+                "restore the mode yourself, then tick again")
     if other_mode:
         return (f"its content equals {other_mode[0]}'s version but its mode does not "
                 f"(a mode change of its own); stash or move it, then tick again")
     if equal_to_base:
         return (f"it equals the lane base's version of {equal_to_base[0]}, so no lane changed it; "
                 "stash or move it, then tick again")
-    if entry.head is not None and entry.head.blob == current.blob:
-        return "only its mode changed in the coordinator; no lane wrote that; restore the mode yourself"
     return ("its content matches no lane's version (a change of your own?); stash or move it, "
             "then tick again")
 

@@ -34,16 +34,20 @@ def approved(record: BatchRecord, task_id: str, revision: int, content_hash: str
                for r in record.revisions)
 
 
-def effective_intent(s: Session, record: BatchRecord, task_id: str) -> Intent:
-    """The last approved revision, else the authorized intent (as of the batch base)."""
+def effective_parsed(s: Session, record: BatchRecord, task_id: str) -> tuple[ParsedIntent, str]:
+    """(intent, source): the last approved revision (`"revision"`), else the authorized intent as
+    of the batch base (`"authorized"`)."""
     parsed = revision_intent(record, task_id)
     if parsed is not None:
-        return parsed.intent
-    plan = s.plan_at(record.base_head, record.slug)
-    found = plan.by_id(task_id)
+        return parsed, "revision"
+    found = s.plan_at(record.base_head, record.slug).by_id(task_id)
     if found is None:
         raise LanesError(f"task {task_id} is not in the plan at {record.base_head[:12]}")
-    return found.intent
+    return found, "authorized"
+
+
+def effective_intent(s: Session, record: BatchRecord, task_id: str) -> Intent:
+    return effective_parsed(s, record, task_id)[0].intent
 
 
 def plan_mismatch(s: Session, record: BatchRecord, commit: str) -> str | None:

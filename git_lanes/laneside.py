@@ -11,10 +11,10 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from .authority import effective_parsed, last_revision
 from .checks import child_env, run_checks
 from .errors import refused, usage
-from .model import BatchRecord, Child, GaveUp, Intervention, LaneRecord, QaAttempt, Revision
-from .plan import ParsedIntent, parse_intent
+from .model import BatchRecord, Child, GaveUp, Intervention, LaneRecord, QaAttempt
 from .session import Session
 from .snapshot import changed_paths, snapshot_tree
 
@@ -74,26 +74,6 @@ class LaneContext:
         return [i for i in self.record.interventions if i.task_id == self.task_id]
 
 
-def _last_revision(record: BatchRecord, task_id: str) -> Revision | None:
-    """The last approved revision of the task (only approved ones are recorded)."""
-    return next((r for r in reversed(record.revisions) if r.task_id == task_id), None)
-
-
-def effective_intent(session: Session, record: BatchRecord, child: Child) -> tuple[ParsedIntent, str]:
-    """(intent, source): the last approved revision (`"revision"`), else the authorized one
-    read from the plan at the lane base (`"authorized"`)."""
-    task_id = child.task_id
-    revision = _last_revision(record, task_id)
-    if revision is not None:
-        identity = record.intent_identities.get(task_id)
-        path = identity.intent_path if identity else f".lanes/{record.slug}/{task_id}.toml"
-        return parse_intent(path, revision.intent_text.encode()), "revision"
-    parsed = session.plan_at(child.lane.base_head, record.slug).by_id(task_id)
-    if parsed is None:
-        raise usage(f"task {task_id} is not in the plan of {record.slug} at {child.lane.base_head[:12]}")
-    return parsed, "authorized"
-
-
 def _inbox_items(ctx: LaneContext) -> list[dict[str, Any]]:
     read = ctx.lane_record.inbox_read if ctx.lane_record else 0
     return [{"at": i.at, "kind": i.kind, "text": i.text, "text_digest": i.text_digest, "read": n < read}
@@ -103,7 +83,7 @@ def _inbox_items(ctx: LaneContext) -> list[dict[str, Any]]:
 def task_info(session: Session) -> dict[str, Any]:
     """`git lanes task --json`: the effective intent, its checks and the unread inbox."""
     ctx = LaneContext.load(session)
-    parsed, source = effective_intent(session, ctx.record, ctx.child)
+    parsed, source = effective_parsed(session, ctx.record, ctx.task_id)
     intent = parsed.intent
     return {
         "task_id": ctx.task_id,
@@ -163,9 +143,9 @@ def done(session: Session) -> dict[str, Any]:
     git, lane = session.git, ctx.child.lane
     if ctx.child.correction_due:
         raise refused("correction_due", "wait for the coordinator's correction")
-    parsed, source = effective_intent(session, ctx.record, ctx.child)
+    parsed, source = effective_parsed(session, ctx.record, ctx.task_id)
     if source == "revision":
-        _write_intent_file(ctx.worktree, parsed.path, _last_revision(ctx.record, ctx.task_id).intent_text)
+        _write_intent_file(ctx.worktree, parsed.path, last_revision(ctx.record, ctx.task_id).intent_text)
     tree = snapshot_tree(git, ctx.worktree)
     if tree == git.out("rev-parse", f"{lane.base_head}^{{tree}}"):
         raise refused("nothing_to_deliver", "nothing to deliver")

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .checks import validate_final_check
-from .errors import LanesError, refused, usage
-from .model import TERMINAL, BatchRecord, Budget, Child, IntentIdentity, RevisionDelegation, contracts_manifest
+from .errors import refused, usage
+from .model import BatchRecord, Budget, Child, IntentIdentity, RevisionDelegation, contracts_manifest
 from .plan import MAX_FINAL_CHECKS, Plan, check_id, final_check_problem
 from .session import LANE_PREFIX, Session, batch_branch
 from .store import slug_lock

@@ -21,7 +21,7 @@ from .model import (DONE, IN_FLIGHT, AdoptedHead, BatchRecord, Child, FinalVerif
                     LaneRecord, QaAttempt)
 from .plan import check_id
 from .report import Extras, LaneView, build_report, handoffs, startable_now, stop_decision
-from .session import Session, batch_branch, lane_branch
+from .session import Session, lane_branch
 from .store import CorruptRecord, Snapshot, slug_lock
 
 FINAL_TIMEOUT = 1800.0
@@ -260,7 +260,7 @@ class Tick:
 
     def _on_branch(self, commit: str, tip: str | None = None) -> bool:
         """`commit` is an ancestor of (or equal to) the head (or of `tip`)."""
-        history = self._history()
+        self._history()
         if tip is None or tip == self.head:
             if commit == self.record.base_head or commit in self._hist_set:
                 return True

@@ -174,6 +174,7 @@ class ArchivedLane(_Model):
     task_id: str
     branch: str
     tip: str
+    run_id: str | None = None  # the run that lane belonged to (its lane record is not this run's)
 
 
 class BatchRecord(_Model):

@@ -31,7 +31,9 @@ class Extras:
 
 def lanes_ever(record: BatchRecord) -> int:
     """Children that ever had a lane (what `max_children` counts)."""
-    return sum(1 for c in record.children if c.lane is not None or c.state not in ("pending", "skipped_blocked"))
+    restarted = {a.task_id for a in record.archived_lanes}
+    return sum(1 for c in record.children
+               if c.lane is not None or c.state not in ("pending", "skipped_blocked") or c.task_id in restarted)
 
 
 def budget_left(record: BatchRecord) -> int:

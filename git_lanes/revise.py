@@ -1,11 +1,133 @@
-"""Revisions and reseal (SPEC §10.1-10.2)."""
+"""Revisions and reseal (SPEC §10.1-10.2).
+
+`read_request` parses the proposed intent file (exit 2 on bad input, before any lock is
+taken); `apply_revision` decides it inside a tick (step C.6) and records an approved one;
+`reseal` replaces an integrated child's identity and recomputes `plan_digest`.
+"""
 
 from __future__ import annotations
 
-from .authority import approved
-from .model import BatchRecord, IntentIdentity, Reseal
-from .plan import plan_digest
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from pydantic import ValidationError
+
+from .authority import approved, revision_intent
+from .decisions.revision import classify, decide, describe, fixed_refusals
+from .errors import LanesError, usage
+from .model import BatchRecord, IntentIdentity, Reseal, Revision
+from .plan import Intent, ParsedIntent, _load_toml, _validation_error, check_id, intent_doc_hash, parse_intent, \
+    plan_digest
 from .session import Session
+
+REFUSED = "batch_revision_refused"
+
+
+@dataclass(frozen=True)
+class RevisionRequest:
+    """A proposed intent for one task, with what a breaking change needs from a person."""
+
+    task_id: str
+    file: str                   # the file it was read from (for messages)
+    text: str                   # the file's text, recorded as is and written into the lane
+    parsed: ParsedIntent        # validated; `path` is the file, `content_hash` its identity hash
+    yes: bool = False
+    interactive: bool = False
+    confirm: Callable[[str], bool] | None = None
+
+
+def read_request(task: str, path: str, *, yes: bool = False, interactive: bool = False,
+                 confirm: Callable[[str], bool] | None = None) -> RevisionRequest:
+    """Read and validate the intent file at `path` (exit 2 naming file and field otherwise).
+
+    The intent is validated exactly as a plan file is (strict keys and types); whether it keeps
+    the task id and raises the revision is the tick's decision (a refusal, exit 1).
+    """
+    check_id(task, "task id")
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise usage(f"{path}: cannot read the intent file: {exc.strerror or exc}") from None
+    doc = _load_toml(path, data)
+    try:
+        intent = Intent.model_validate(doc)
+    except ValidationError as exc:
+        raise _validation_error(path, exc) from None
+    text = data.decode("utf-8")  # _load_toml proved it decodes
+    parsed = ParsedIntent(intent=intent, doc=doc, path=path, content_hash=intent_doc_hash(doc))
+    return RevisionRequest(task_id=task, file=path, text=text, parsed=parsed, yes=yes, interactive=interactive,
+                           confirm=confirm)
+
+
+def current_intent(s: Session, record: BatchRecord, task_id: str) -> ParsedIntent:
+    """The effective intent: the last approved revision, else the authorized one (at the base)."""
+    parsed = revision_intent(record, task_id)
+    if parsed is not None:
+        return parsed
+    found = s.plan_at(record.base_head, record.slug).by_id(task_id)
+    if found is None:
+        raise LanesError(f"task {task_id} is not in the plan at {record.base_head[:12]}")
+    return found
+
+
+def _refusal(task_id: str, reason: str, fallback: str) -> dict[str, Any]:
+    return {"task_id": task_id, "accepted": False, "reason": f"{REFUSED}: {reason}", "fallback": fallback}
+
+
+def apply_revision(s: Session, record: BatchRecord, request: RevisionRequest, at: str) -> dict[str, Any]:
+    """Decide a revision for an `enrolled` child; record it when approved (SPEC §10.1).
+
+    Returns the report's `lane_revision` item. A refusal changes nothing in `record`.
+    """
+    task_id = request.task_id
+    child = record.child(task_id)
+    if child is None:
+        return _refusal(task_id, f"{task_id} is not a child of batch {record.batch_id}",
+                        "name a task of this batch")
+    if child.state != "enrolled" or child.lane is None:
+        return _refusal(task_id, f"{task_id} is {child.state}, not running in its Lane",
+                        "revise only an enrolled child, before its delivery settles")
+    proposed = request.parsed.intent
+    if proposed.task_id != task_id:
+        return _refusal(task_id, f"{task_id}: task_id changed ({request.file} names {proposed.task_id!r})",
+                        f"keep task_id = \"{task_id}\" in the revised intent")
+    current = current_intent(s, record, task_id)
+    if proposed.revision <= current.intent.revision:
+        return _refusal(task_id, f"{task_id}: revision {proposed.revision} does not raise the current revision "
+                                 f"{current.intent.revision}",
+                        f"set revision = {current.intent.revision + 1} (or higher) in the revised intent")
+    identity = record.intent_identities.get(task_id)
+    intent_path = identity.intent_path if identity else current.path
+    try:  # the text as the lane will carry it: its stem must name the task
+        parse_intent(intent_path, request.text.encode())
+    except LanesError as exc:
+        return _refusal(task_id, f"{task_id}: {exc.detail}", "fix the revised intent file")
+    change = classify(current.intent, proposed)
+    decision = decide(task_id, change, fixed_refusals(current.intent, proposed, change),
+                      granted=record.revision_delegation is not None, yes=request.yes,
+                      interactive=request.interactive and request.confirm is not None)
+    if decision.actor is None:
+        return _refusal(task_id, decision.refusal or "refused", decision.fallback or "")
+    confirmation_ref = None
+    if decision.actor == "batch-coordinator":
+        confirmation_ref = f"delegated-batch:{record.batch_id}@{record.revision_delegation.confirmation_time}"
+    elif decision.actor == "user":
+        if decision.needs_person:
+            question = (f"Approve the breaking revision of {task_id} in batch {record.batch_id} "
+                        f"(revision {current.intent.revision} -> {proposed.revision}: {describe(change)})?")
+            if not request.confirm(question):
+                return _refusal(task_id, f"{task_id}: the breaking revision was declined at the terminal",
+                                "nothing was recorded; propose another revision or leave the intent as it is")
+            confirmation_ref = f"terminal@{s.clock()}"
+        else:
+            confirmation_ref = f"yes-flag@{at}"
+    record.revisions.append(Revision(at=at, task_id=task_id, from_revision=current.intent.revision,
+                                     to_revision=proposed.revision, intent_content_hash=request.parsed.content_hash,
+                                     intent_text=request.text, actor=decision.actor,
+                                     confirmation_ref=confirmation_ref))
+    return {"task_id": task_id, "accepted": True, "actor": decision.actor,
+            "from_revision": current.intent.revision, "to_revision": proposed.revision}
 
 
 def reseal(s: Session, record: BatchRecord, task_id: str, commit: str, at: str) -> bool:

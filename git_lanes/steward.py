@@ -54,6 +54,15 @@ def provision(s: Session, slug: str, task_id: str, path: str | None) -> Outcome:
     if handoff is None:
         raise refused("batch_lane_unknown_child", f"{task_id} has no provision handoff in batch {report['batch_id']} "
                                                   f"(it is {_state_of(report, task_id)})")
+    target = create_lane(s, slug, task_id, handoff["base_head"], report["batch_id"], path)
+    return Tick(s, slug, Request(offers=[(task_id, target)], actor="provision")).run()
+
+
+def create_lane(s: Session, slug: str, task_id: str, base: str, batch_id: str, path: str | None = None) -> str:
+    """The lane branch at `base` (refusing an existing one), its worktree, set up; the worktree path.
+
+    Offering it (a tick) is the caller's business: `provision` offers one, `run` several at once.
+    """
     branch = lane_branch(slug, task_id)
     ref = "refs/heads/" + branch
     if s.git.resolve(ref) is not None:
@@ -62,15 +71,14 @@ def provision(s: Session, slug: str, task_id: str, path: str | None) -> Outcome:
     target = os.path.abspath(path) if path else default_lane_path(s, slug, task_id)
     if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
         raise usage(f"--path: {target} exists and is not empty")
-    base = handoff["base_head"]
     if not s.git.repo.refs.add_if_new(ref.encode(), base.encode(),
                                       message=f"git-lanes: provision {task_id}".encode()):
         raise refused("batch_lane_branch_exists", f"{branch} was created meanwhile")
     os.makedirs(os.path.dirname(target), exist_ok=True)
     s.git.run("worktree", "add", "-q", target, branch)
     s.worktrees(refresh=True)
-    run_setup(s, target, slug, report["batch_id"], task_id)
-    return Tick(s, slug, Request(offers=[(task_id, target)], actor="provision")).run()
+    run_setup(s, target, slug, batch_id, task_id)
+    return target
 
 
 def _state_of(report: dict[str, Any], task_id: str) -> str:
@@ -93,13 +101,43 @@ def release(s: Session, slug: str, task_id: str, keep_branch: bool = False) -> d
     report = Tick(s, slug, Request(actor="status")).report_only()
     handoff = next((h for h in report["handoffs"] if h.get("action") == "release" and h["task_id"] == task_id), None)
     if handoff is None:
+        restarted = _restarted_lane(s, slug, task_id)
+        if restarted is not None:  # `resume --restart` archived its tip: the old lane may go
+            remove_lane(s, restarted, keep_branch)
+            return {"released": [{"task_id": task_id, "path": restarted["lane_path"], "branch_kept": keep_branch}]}
         raise refused("batch_lane_release_refused", f"{task_id} has no release handoff (it is "
                                                     f"{_state_of(report, task_id)}; only an integrated, clean lane "
                                                     "on its branch is released)")
-    tip = s.git.resolve("refs/heads/" + handoff["lane_branch"])
-    _remove_lane(s, handoff["lane_path"], handoff["lane_branch"], tip, keep_branch)
+    remove_lane(s, handoff, keep_branch)
     _record_released(s, slug, [task_id], [])
     return {"released": [{"task_id": task_id, "path": handoff["lane_path"], "branch_kept": keep_branch}]}
+
+
+def _restarted_lane(s: Session, slug: str, task_id: str) -> dict[str, Any] | None:
+    """The old lane of a pending child that `resume --restart` sent back: its branch tip is archived
+    in the record, and its worktree (if any) is clean."""
+    snap = s.batches.read(slug)
+    child = snap.record.child(task_id) if snap else None
+    if child is None or child.state != "pending":
+        return None
+    branch = lane_branch(slug, task_id)
+    tip = s.git.resolve("refs/heads/" + branch)
+    if tip is None or not any(a.task_id == task_id and a.tip == tip for a in snap.record.archived_lanes):
+        return None
+    wt = s.worktree_on(branch)
+    if wt is not None:
+        from .snapshot import worktree_clean
+
+        if not worktree_clean(s.git, wt.path):
+            raise refused("batch_lane_release_refused", f"the old lane of {task_id} at {wt.path} has uncommitted work")
+    return {"lane_branch": branch, "lane_path": wt.path if wt else ""}
+
+
+def remove_lane(s: Session, handoff: dict[str, Any], keep_branch: bool = False) -> None:
+    """Remove the lane of a release handoff, without a write: the next tick records it `released`
+    (step 4). `release` writes at once; `run` removes lanes between its ticks this way."""
+    tip = s.git.resolve("refs/heads/" + handoff["lane_branch"])
+    _remove_lane(s, handoff["lane_path"], handoff["lane_branch"], tip, keep_branch)
 
 
 def _record_released(s: Session, slug: str, released: list[str], archived: list[ArchivedLane]) -> None:

@@ -1,0 +1,258 @@
+"""`git lanes resume` (SPEC §7 B) and `git lanes retire` (SPEC §12).
+
+Both follow one pattern: decide from the stored record and from Git (nothing written), show
+the decision and get a confirmation (outside the lock: a person may take their time), then
+under the slug's lock re-read the record and write only if it has not moved meanwhile
+(`batch_busy` otherwise). The caller ticks afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .errors import refused, usage
+from .lanehost import LocalLanes
+from .model import IN_FLIGHT, ArchivedLane, BatchRecord, Child, RevisionDelegation
+from .plan import check_id
+from .session import Session
+from .store import CorruptRecord, Snapshot, slug_lock
+
+
+@dataclass
+class Recovery:
+    """What resuming does to one parked child."""
+
+    task_id: str
+    state: str | None                 # settled | lane_committed | enrolled | pending (restart) | None
+    why: str = ""                     # what was found (or why it cannot be recovered)
+    attempt: int | None = None        # the passed attempt a settled child settles on
+    settled_at: str | None = None
+
+
+@dataclass
+class ResumePlan:
+    snap: Snapshot
+    recoveries: list[Recovery] = field(default_factory=list)
+    unblocked: list[str] = field(default_factory=list)   # skipped_blocked children back to pending
+
+
+def _read(s: Session, slug: str) -> Snapshot:
+    check_id(slug, "slug")
+    snap = s.batches.read(slug)
+    if snap is None:
+        raise usage(f"no batch for {slug}")
+    return snap
+
+
+# -- resume ------------------------------------------------------------------------------------
+
+def recover(s: Session, rec: BatchRecord, child: Child) -> Recovery:
+    """How a parked child comes back from what Git holds (state None: it cannot)."""
+    from .tick import obligation_after_pass
+
+    task = child.task_id
+    lane = child.lane
+    if lane is None:
+        return Recovery(task, None, "it has no lane")
+    where = LocalLanes(s).presence(lane.path)
+    if not where.exists:
+        return Recovery(task, None, f"its lane {lane.path} is gone")
+    if where.branch != "refs/heads/" + lane.branch:
+        on = where.branch[len("refs/heads/"):] if where.branch else "a detached HEAD"
+        return Recovery(task, None, f"its lane {lane.path} is on {on}, not {lane.branch}")
+    try:
+        lrec, _ = s.lanes.read(rec.slug, task)
+    except CorruptRecord as exc:
+        return Recovery(task, None, f"its lane record cannot be read ({exc.detail})")
+    if lrec is not None and lrec.run_id != lane.run_id:
+        earlier = lrec.batch_id != rec.batch_id or any(
+            a.task_id == task and a.run_id == lrec.run_id for a in rec.archived_lanes)
+        if not earlier:
+            return Recovery(task, None, f"its lane record belongs to run {lrec.run_id}, not {lane.run_id}")
+        lrec = None
+    if lrec is not None and lrec.gave_up is not None:
+        return Recovery(task, None, f"its executor gave up ({lrec.gave_up.text})")
+    if lane.lane_commit:
+        if not s.git.has_object(lane.lane_commit):
+            return Recovery(task, None, f"its lane commit {lane.lane_commit} is missing")
+        return Recovery(task, "lane_committed", "its lane commit is recorded")
+    if lrec is None or not lrec.qa_attempts:
+        return Recovery(task, "enrolled", "no attempt yet")
+    last = lrec.qa_attempts[-1]
+    if not last.passed:
+        return Recovery(task, "enrolled", "its last attempt failed")
+    if obligation_after_pass(s, rec, task, last) != "settled":
+        return Recovery(task, "enrolled", "its passed attempt waits for a review or a new attempt")
+    if LocalLanes(s).delivery_tree(lane.path) != last.tree:
+        return Recovery(task, "enrolled", "the lane changed since its passed attempt")
+    return Recovery(task, "settled", "a passed attempt", attempt=len(lrec.qa_attempts) - 1, settled_at=last.at)
+
+
+def plan_resume(s: Session, slug: str, restart: list[str]) -> ResumePlan:
+    """Every decision of a resume, from the record and Git; raises the refusal; writes nothing."""
+    snap = _read(s, slug)
+    rec = snap.record
+    if rec.batch_state != "needs_human":
+        hint = ("tick it instead" if rec.batch_state == "running"
+                else "it is finished; start a new batch (git lanes start)")
+        raise refused("batch_not_parked", f"batch {rec.batch_id} is {rec.batch_state}, not needs_human; {hint}")
+    for task in restart:
+        check_id(task, "task id")
+        child = rec.child(task)
+        if child is None:
+            raise usage(f"--restart: {task} is not a child of batch {rec.batch_id}")
+        if child.state != "needs_human":
+            raise refused("batch_restart_refused", f"{task} is {child.state}; --restart only sends a parked "
+                                                   "child back to pending")
+    plan = ResumePlan(snap)
+    stuck = []
+    for child in rec.children:
+        if child.state == "skipped_blocked":
+            plan.unblocked.append(child.task_id)
+        if child.state != "needs_human":
+            continue
+        if child.task_id in restart:
+            plan.recoveries.append(Recovery(child.task_id, "pending", "restarted"))
+            continue
+        found = recover(s, rec, child)
+        if found.state is None:
+            stuck.append(found)
+        plan.recoveries.append(found)
+    if stuck:
+        raise refused("batch_resume_unrecoverable",
+                      "; ".join(f"{r.task_id}: {r.why}" for r in stuck)
+                      + "; restart " + ("it" if len(stuck) == 1 else "them") + " with "
+                      + " ".join(f"--restart {r.task_id}" for r in stuck) + " (nothing was written)")
+    return plan
+
+
+def resume_text(plan: ResumePlan, delegate: bool | None) -> str:
+    rec = plan.snap.record
+    lines = [f"Resume batch {rec.batch_id} ({rec.slug}), parked: {rec.reason or 'needs a human decision'}"]
+    for r in plan.recoveries:
+        what = "restart: back to pending, a new lane is needed" if r.state == "pending" else f"-> {r.state} ({r.why})"
+        lines.append(f"  {r.task_id}: {what}")
+    for task in plan.unblocked:
+        lines.append(f"  {task}: -> pending (was skipped)")
+    grant = rec.revision_delegation is not None
+    if delegate is True:
+        lines.append("  revision delegation GRANTED: breaking revisions inside the envelope are approved without asking")
+    elif delegate is False:
+        lines.append("  revision delegation " + ("WITHDRAWN" if grant else "off"))
+    else:
+        lines.append("  revision delegation " + ("granted (unchanged)" if grant else "off (unchanged)"))
+    return "\n".join(lines)
+
+
+def _archive(s: Session, child: Child, at: str) -> list[ArchivedLane]:
+    """Keep the restarted lane's tip (and its lane commit, when the tip does not contain it)
+    reachable from the record; the entry also names the run that ended."""
+    lane = child.lane
+    if lane is None:
+        return []
+    tip = s.git.resolve("refs/heads/" + lane.branch)
+    keep = [tip] if tip else []
+    if lane.lane_commit and lane.lane_commit != tip and not (tip and s.git.is_ancestor(lane.lane_commit, tip)):
+        keep.append(lane.lane_commit)
+    if not keep:
+        keep.append(lane.base_head)  # nothing left of the lane; the entry still ends its run
+    return [ArchivedLane(at=at, task_id=child.task_id, branch=lane.branch, tip=c, run_id=lane.run_id) for c in keep]
+
+
+def apply_resume(s: Session, plan: ResumePlan, delegate: bool | None, at: str) -> BatchRecord:
+    rec = plan.snap.record.model_copy(deep=True)
+    for r in plan.recoveries:
+        child = rec.child(r.task_id)
+        assert child is not None
+        if r.state == "pending":
+            rec.archived_lanes.extend(_archive(s, child, at))
+            child.lane = None
+            child.settled_at = None
+            child.qa_attempts_seen = 0
+        elif r.state == "settled":
+            child.lane.attempt = r.attempt
+            child.settled_at = r.settled_at
+        child.state = r.state
+        child.reason = None
+        child.qa_failures = 0
+        child.correction_due = None
+    for task in plan.unblocked:
+        child = rec.child(task)
+        child.state = "pending"
+        child.reason = None
+    if delegate is True:
+        rec.revision_delegation = RevisionDelegation(confirmation_time=at)
+    elif delegate is False:
+        rec.revision_delegation = None
+    rec.batch_state = "running"
+    rec.reason = None
+    rec.confirmation_time = at
+    rec.updated_at = at
+    return rec
+
+
+def resume(s: Session, slug: str, restart: list[str], delegate: bool | None,
+           confirm: Callable[[str], bool]) -> BatchRecord:
+    """Continue a needs_human batch (SPEC §7 B): all or nothing, with a newer confirmation."""
+    restart = list(dict.fromkeys(restart))
+    plan = plan_resume(s, slug, restart)
+    if not confirm(resume_text(plan, delegate)):
+        raise refused("batch_confirmation_declined", "nothing was written")
+    at = s.clock()
+    recorded = plan.snap.record.confirmation_time
+    if at <= recorded:
+        raise refused("batch_confirmation_stale", f"the confirmation time {at} is not newer than the batch's "
+                                                  f"recorded confirmation {recorded}; nothing was written")
+    with slug_lock(s.git, slug, warn=s.warn):
+        again = plan_resume(s, slug, restart)
+        if again.snap.commit != plan.snap.commit or _shape(again) != _shape(plan):
+            raise refused("batch_busy", f"the record of {slug} moved while confirming; run resume again")
+        record = apply_resume(s, again, delegate, at)
+        parts = [f"{r.task_id} {r.state}" for r in again.recoveries] + [f"{t} pending" for t in again.unblocked]
+        if delegate is not None:
+            parts.append("delegation " + ("granted" if delegate else "withdrawn"))
+        s.batches.write(again.snap, record, summary="resumed" + (": " + ", ".join(parts) if parts else ""),
+                        actor="resume")
+    return record
+
+
+def _shape(plan: ResumePlan) -> list:
+    return [(r.task_id, r.state, r.attempt) for r in plan.recoveries] + plan.unblocked
+
+
+# -- retire ------------------------------------------------------------------------------------
+
+def _retirable(s: Session, slug: str) -> Snapshot:
+    snap = s.batches.read(slug)
+    if snap is None or snap.record.terminal:
+        last = f" (the latest, {snap.record.batch_id}, is {snap.record.batch_state})" if snap else ""
+        raise refused("stale_batch_absent", f"no active batch of {slug}{last}")
+    rec = snap.record
+    busy = next((c for c in rec.children if c.state in IN_FLIGHT), None)
+    if busy is not None:
+        raise refused("stale_batch_in_flight", f"batch {rec.batch_id}, child {busy.task_id}")
+    return snap
+
+
+def retire(s: Session, slug: str, confirm: Callable[[str], bool]) -> BatchRecord:
+    """Turn a non-terminal batch with nothing in flight into `superseded` (SPEC §12)."""
+    check_id(slug, "slug")
+    snap = _retirable(s, slug)
+    rec = snap.record
+    text = (f"Retire batch {rec.batch_id} ({slug}, {rec.batch_state}): it becomes superseded and nothing "
+            f"more integrates. Lanes, branches and {rec.branch} stay as they are; "
+            f"'git lanes release --stale {slug}' removes clean lanes, 'git lanes start {slug}' continues "
+            f"{rec.branch}.")
+    if not confirm(text):
+        raise refused("batch_confirmation_declined", "nothing was written")
+    with slug_lock(s.git, slug, warn=s.warn):
+        again = s.batches.read(slug)
+        if again is None or again.commit != snap.commit:
+            raise refused("batch_busy", f"the record of {slug} moved while confirming; run retire again "
+                                        "(nothing was written)")
+        record = again.record.model_copy(deep=True)
+        record.batch_state = "superseded"
+        record.updated_at = s.clock()
+        s.batches.write(again, record, summary=f"retired: {rec.batch_state} -> superseded", actor="retire")
+    return record

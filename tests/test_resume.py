@@ -1,0 +1,224 @@
+"""`git lanes resume` (SPEC §7 B): a newer confirmation, every parked child recovered from Git or
+restarted, all or nothing; the revision-delegation grant given or withdrawn."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from flow import (child_of, cli, done, exists, intent, ok, provision, reachable_from, record, start, states,
+                  world, write_plan)
+from git_lanes.errors import LanesError
+from git_lanes.resume import resume
+from git_lanes.session import Session
+
+STATE_REF = "refs/notes/lanes/batch/demo"
+
+
+def simple(task: str, **kw) -> str:
+    return intent(task, scope=[f"src/{task}"], acceptance=[("A1", "out", exists(f"src/{task}/out.txt"))], **kw)
+
+
+def park_by_plan_change(repo: Path, task: str) -> dict:
+    """A user commit on the batch branch changes an intent: the tick parks every in-flight child
+    (`plan_changed`); a revert then restores the authorized plan, so the children are recoverable."""
+    path = repo / ".lanes" / "demo" / f"{task}.toml"
+    path.write_text(path.read_text().replace('goal = "', 'goal = "Changed: '))
+    git(repo, "commit", "-q", "-am", "change a plan file by hand")
+    report = ok(repo, "tick")
+    assert report["batch_state"] == "needs_human" and report["reason"].startswith("plan_changed: ")
+    git(repo, "revert", "--no-edit", "HEAD")
+    return report
+
+
+def test_restart_a_lane_that_gave_up_keeps_its_tip_and_continues(repo):
+    write_plan(repo, "demo", {"a": simple("a"), "b": simple("b"), "c": simple("c", blocked_by=["a"])})
+    start(repo, "demo", "--max-parallel", "2")
+    la, lb = provision(repo, "a"), provision(repo, "b")
+    (la / "src" / "a").mkdir(parents=True)
+    (la / "src" / "a" / "wip.txt").write_text("half done\n")
+    git(la, "add", "-A")
+    git(la, "commit", "-q", "-m", "wip")
+    tip = git(la, "rev-parse", "HEAD").strip()
+    ok(la, "done", "--give-up", "-m", "stuck on a design question")
+    assert done(lb, {"src/b/out.txt": "b\n"})["passed"] is True
+    report = ok(repo, "tick")
+    assert states(report) == {"a": "needs_human", "b": "integrated", "c": "skipped_blocked"}
+    assert report["batch_state"] == "needs_human"
+    old_run = child_of(report, "a")["lane"]["run_id"]
+
+    # not recoverable (the executor gave up): refused, nothing written
+    before = world(repo, la)
+    code, doc, err = cli(repo, "resume", "demo", "--yes")
+    assert code == 1
+    assert err.strip() == ("error: batch_resume_unrecoverable: a: its executor gave up (stuck on a design "
+                           "question); restart it with --restart a (nothing was written)")
+    assert world(repo, la) == before
+
+    report = ok(repo, "resume", "demo", "--yes", "--restart", "a")
+    assert report["batch_state"] == "running" and report["reason"] is None
+    a = child_of(report, "a")
+    assert a["state"] == "pending" and a["lane"] is None and a["reason"] is None and a["qa_failures"] == 0
+    assert child_of(report, "c")["state"] == "pending" and child_of(report, "c")["reason"] is None
+    assert [h["task_id"] for h in report["handoffs"] if h.get("action") == "provision"] == ["a"]
+    archived = json.loads(git(repo, "show", f"{STATE_REF}:archived_lanes/0000/000000.json"))
+    assert archived["task_id"] == "a" and archived["tip"] == tip and archived["run_id"] == old_run
+    assert reachable_from(repo, tip, STATE_REF)
+
+    # the old lane must be released before it is provisioned again
+    code, doc, err = cli(repo, "provision", "a")
+    assert code == 1 and "batch_lane_branch_exists" in err
+    code, doc, err = cli(repo, "release", "a")             # the restarted child's old lane may go
+    assert code == 0, err
+    assert not la.exists() and "imm-lane/demo/a" not in git(repo, "branch", "--list", "imm-lane/*")
+    assert reachable_from(repo, tip, STATE_REF)            # the record still holds the abandoned work
+    la = provision(repo, "a")
+    report = ok(repo, "tick")        # the old run's lane record is not this run's: no run mismatch
+    assert child_of(report, "a")["state"] == "enrolled" and child_of(report, "a")["lane"]["run_id"] != old_run
+    assert done(la, {"src/a/out.txt": "a\n"})["passed"] is True
+    report = ok(repo, "tick")
+    assert states(report)["a"] == "integrated"
+    lc = provision(repo, "c")
+    assert done(lc, {"src/c/out.txt": "c\n"})["passed"] is True
+    report = ok(repo, "tick")
+    assert report["batch_state"] == "completed"
+    assert reachable_from(repo, tip, STATE_REF)
+
+
+def test_parked_children_recover_from_git_as_lane_committed_settled_and_enrolled(repo, tmp_path):
+    flag = tmp_path / "environment-ready"
+    flag.write_text("yes\n")
+    x_check = (f"python3 -c \"import pathlib,sys; sys.exit(0 if pathlib.Path('src/x/out.txt').exists() "
+               f"and pathlib.Path('{flag}').exists() else 1)\"")
+    write_plan(repo, "demo", {"x": intent("x", scope=["src/x"], acceptance=[("X1", "out", x_check)]),
+                              "y": simple("y"), "z": simple("z")})
+    start(repo, "demo", "--max-parallel", "3", "--qa-failure-limit", "3")
+    lx, ly, lz = provision(repo, "x"), provision(repo, "y"), provision(repo, "z")
+    assert done(lx, {"src/x/out.txt": "x\n"})["passed"] is True
+    flag.unlink()                                      # the check now fails only on the candidate
+    report = ok(repo, "tick")
+    assert child_of(report, "x")["state"] == "needs_human"
+    assert child_of(report, "x")["reason"].startswith("batch_integration_check_failed: x:X1 failed on candidate")
+    assert done(ly, {"src/y/out.txt": "y\n"})["passed"] is True
+    assert done(lz, {"src/z/wrong.txt": "z\n"})["passed"] is False
+    report = ok(repo, "tick")
+    assert child_of(report, "z")["qa_failures"] == 1 and states(report)["y"] == "integrated"
+    report = park_by_plan_change(repo, "z")
+    assert states(report) == {"x": "needs_human", "y": "integrated", "z": "needs_human"}
+
+    flag.write_text("yes\n")
+    s = Session(cwd=str(repo))
+    confirmed = record(repo, "demo")["confirmation_time"]
+    shown = []
+    resume(s, "demo", [], None, lambda text: shown.append(text) or True)
+    rec = s.batches.read("demo").record
+    x, z = rec.child("x"), rec.child("z")
+    assert (x.state, z.state) == ("lane_committed", "enrolled")
+    assert x.reason is None and z.reason is None and z.qa_failures == 0 and x.qa_failures == 0
+    assert rec.batch_state == "running" and rec.reason is None and rec.confirmation_time > confirmed
+    assert "x: -> lane_committed" in shown[0] and "z: -> enrolled" in shown[0]
+    report = ok(repo, "tick")
+    assert states(report) == {"x": "integrated", "y": "integrated", "z": "enrolled"}
+    assert done(lz, {"src/z/out.txt": "z\n"})["passed"] is True
+    assert ok(repo, "tick")["batch_state"] == "completed"
+
+
+def test_a_passed_attempt_resumes_settled(repo):
+    write_plan(repo, "demo", {"p": simple("p"), "q": simple("q")})
+    start(repo, "demo", "--max-parallel", "2")
+    lp, _ = provision(repo, "p"), provision(repo, "q")
+    attempt = done(lp, {"src/p/out.txt": "p\n"})
+    assert attempt["passed"] is True
+    park_by_plan_change(repo, "q")
+    s = Session(cwd=str(repo))
+    resume(s, "demo", [], None, lambda text: True)
+    rec = s.batches.read("demo").record
+    p = rec.child("p")
+    assert p.state == "settled" and p.lane.attempt == 0 and p.settled_at is not None and p.reason is None
+    assert rec.child("q").state == "enrolled"
+    report = ok(repo, "tick")
+    assert states(report) == {"p": "integrated", "q": "enrolled"}
+    assert git(repo, "show", f"{child_of(report, 'p')['commit']}:src/p/out.txt") == "p\n"
+
+
+def test_resume_refuses_a_confirmation_that_is_not_newer(repo):
+    write_plan(repo, "demo", {"p": simple("p")})
+    start(repo, "demo")
+    lp = provision(repo, "p")
+    park_by_plan_change(repo, "p")
+    recorded = record(repo, "demo")["confirmation_time"]
+    before = world(repo, lp)
+    s = Session(cwd=str(repo), clock=lambda: recorded)
+    with pytest.raises(LanesError) as exc:
+        resume(s, "demo", [], None, lambda text: True)
+    assert exc.value.code == "batch_confirmation_stale" and exc.value.exit_code == 1
+    assert world(repo, lp) == before
+    s = Session(cwd=str(repo), clock=lambda: "2099-01-01T00:00:00.000Z")
+    resume(s, "demo", [], None, lambda text: True)
+    assert record(repo, "demo")["confirmation_time"] == "2099-01-01T00:00:00.000Z"
+
+
+def test_resume_grants_and_withdraws_revision_delegation(repo):
+    write_plan(repo, "demo", {"p": simple("p")})
+    start(repo, "demo")
+    assert record(repo, "demo")["revision_delegation"] is None
+    provision(repo, "p")
+    park_by_plan_change(repo, "p")
+    ok(repo, "resume", "demo", "--yes", "--delegate-revisions")
+    rec = record(repo, "demo")
+    assert rec["revision_delegation"] == {"confirmation_time": rec["confirmation_time"]}
+    park_by_plan_change(repo, "p")
+    ok(repo, "resume", "demo", "--yes")                     # neither flag: unchanged
+    assert record(repo, "demo")["revision_delegation"] is not None
+    park_by_plan_change(repo, "p")
+    ok(repo, "resume", "demo", "--yes", "--no-delegate-revisions")
+    assert record(repo, "demo")["revision_delegation"] is None
+
+
+def test_resume_refusals_write_nothing(repo):
+    write_plan(repo, "demo", {"p": simple("p"), "q": simple("q")})
+    start(repo, "demo", "--max-parallel", "2")
+    lp, lq = provision(repo, "p"), provision(repo, "q")
+    before = world(repo, lp, lq)
+    code, doc, err = cli(repo, "resume", "demo", "--yes")
+    assert code == 1 and err.startswith("error: batch_not_parked: batch ") and "is running" in err
+    assert world(repo, lp, lq) == before
+    code, doc, err = cli(repo, "resume", "nosuch", "--yes")
+    assert code == 2 and doc is None
+    park_by_plan_change(repo, "q")
+    before = world(repo, lp, lq)
+    # no terminal and no --yes
+    code, doc, err = cli(repo, "resume", "demo")
+    assert code == 1 and "batch_confirmation_required" in err
+    assert world(repo, lp, lq) == before
+    # unknown task
+    code, doc, err = cli(repo, "resume", "demo", "--yes", "--restart", "ghost")
+    assert code == 2 and doc is None and "ghost is not a child" in err
+    assert world(repo, lp, lq) == before
+    # all or nothing: p is recoverable, q's lane is gone
+    git(repo, "worktree", "remove", "--force", str(lq))
+    before = world(repo, lp)
+    code, doc, err = cli(repo, "resume", "demo", "--yes")
+    assert code == 1
+    assert err.strip() == (f"error: batch_resume_unrecoverable: q: its lane {lq} is gone; restart it with "
+                           "--restart q (nothing was written)")
+    assert world(repo, lp) == before
+    report = ok(repo, "resume", "demo", "--yes", "--restart", "q")
+    assert states(report) == {"p": "enrolled", "q": "pending"}
+
+
+def test_a_child_not_parked_cannot_be_restarted(repo):
+    write_plan(repo, "demo", {"p": simple("p"), "q": simple("q")})
+    start(repo, "demo", "--max-parallel", "2")
+    lp, lq = provision(repo, "p"), provision(repo, "q")
+    assert done(lp, {"src/p/out.txt": "p\n"})["passed"] is True
+    ok(repo, "tick")
+    park_by_plan_change(repo, "q")
+    before = world(repo, lq)
+    code, doc, err = cli(repo, "resume", "demo", "--yes", "--restart", "p")
+    assert code == 1 and err.strip() == ("error: batch_restart_refused: p is integrated; --restart only sends a "
+                                         "parked child back to pending")
+    assert world(repo, lq) == before

@@ -166,6 +166,7 @@ def _collect(proc: subprocess.Popen, tail: bytearray, deadline: float) -> bool:
     """Read output until the leader exits; True when the deadline came first."""
     fd = proc.stdout.fileno()
     eof = False
+    pause = 0.0005   # after EOF: short, growing pauses (a fast command costs ~1 ms, not _POLL)
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
         while not _exited(proc):
@@ -173,7 +174,8 @@ def _collect(proc: subprocess.Popen, tail: bytearray, deadline: float) -> bool:
             if remaining <= 0:
                 return True
             if eof:
-                time.sleep(min(_POLL, remaining))
+                time.sleep(min(pause, remaining))
+                pause = min(pause * 2, _POLL)
                 continue
             if sel.select(min(_POLL, remaining)):
                 chunk = os.read(fd, 65536)

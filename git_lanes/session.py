@@ -14,6 +14,10 @@ from .store import BatchStore, EvidenceNotes, LaneStore
 
 LANE_PREFIX = "refs/heads/imm-lane/"
 BATCH_PREFIX = "refs/heads/imm/"
+# Plans are pure functions of immutable objects: cached by (slug, tree id of .lanes/<slug>) and by
+# (slug, commit) so that the many effective-intent look-ups of a tick cost no object reads.
+_PLANS: dict[tuple[str, bytes], Plan] = {}
+_PLAN_OF_COMMIT: dict[tuple[str, str], Plan] = {}
 
 
 def batch_branch(slug: str) -> str:
@@ -62,10 +66,36 @@ class Session:
         return files
 
     def plan_at(self, commit: str, slug: str) -> Plan:
+        cached = _PLAN_OF_COMMIT.get((slug, commit))
+        if cached is not None:
+            return cached
+        plan = self._plan_at(commit, slug)
+        if len(commit) == 40 and all(c in "0123456789abcdef" for c in commit):   # an object id, not a ref
+            if len(_PLAN_OF_COMMIT) >= 1024:
+                _PLAN_OF_COMMIT.clear()
+            _PLAN_OF_COMMIT[(slug, commit)] = plan
+        return plan
+
+    def _plan_at(self, commit: str, slug: str) -> Plan:
+        from dulwich.object_store import tree_lookup_path
+
+        store = self.git.repo.object_store
+        try:
+            _mode, sha = tree_lookup_path(store.__getitem__, store[commit.encode()].tree, f".lanes/{slug}".encode())
+        except KeyError:
+            sha = None
+        plan = _PLANS.get((slug, sha)) if sha is not None else None
+        if plan is not None:
+            return plan
         files = self.plan_files(commit, slug)
         if files is None:
             raise usage(f"no initiative .lanes/{slug}/ at {commit[:12]}")
-        return load_plan(slug, files)
+        plan = load_plan(slug, files)
+        if sha is not None:
+            if len(_PLANS) >= 64:
+                _PLANS.clear()
+            _PLANS[(slug, sha)] = plan
+        return plan
 
     # -- worktrees ----------------------------------------------------------------------------
 

@@ -59,17 +59,40 @@ def _blob(value: Any) -> bytes:
 
 # -- tree building: work in proportion to what changed ------------------------------------
 
+# Git objects never change: what was read of a tree or a blob is kept by id, so reading a record
+# again after a small write reads only the handful of objects that write added.
+_FLAT_TREES: dict[bytes, dict[str, bytes]] = {}
+_BLOB_DATA: dict[bytes, bytes] = {}
+_CACHE_MAX = 8192
+
+
 def _read_tree_flat(git: Git, tree_id: bytes, prefix: str = "") -> dict[str, bytes]:
     """{path: blob id} for every blob below a tree."""
-    out: dict[str, bytes] = {}
-    tree = git.repo.object_store[tree_id]
-    for entry in tree.iteritems():
-        name = prefix + entry.path.decode()
-        if entry.mode == 0o040000:
-            out.update(_read_tree_flat(git, entry.sha, name + "/"))
-        else:
-            out[name] = entry.sha
-    return out
+    flat = _FLAT_TREES.get(tree_id)
+    if flat is None:
+        flat = {}
+        tree = git.repo.object_store[tree_id]
+        for entry in tree.iteritems():
+            name = entry.path.decode()
+            if entry.mode == 0o040000:
+                for sub, sha in _read_tree_flat(git, entry.sha).items():
+                    flat[name + "/" + sub] = sha
+            else:
+                flat[name] = entry.sha
+        if len(_FLAT_TREES) >= _CACHE_MAX:
+            _FLAT_TREES.clear()
+        _FLAT_TREES[tree_id] = flat
+    return {prefix + path: sha for path, sha in flat.items()}
+
+
+def _blob_data(git: Git, blob_id: bytes) -> bytes:
+    data = _BLOB_DATA.get(blob_id)
+    if data is None:
+        data = git.repo.object_store[blob_id].data
+        if len(_BLOB_DATA) >= _CACHE_MAX:
+            _BLOB_DATA.clear()
+        _BLOB_DATA[blob_id] = data
+    return data
 
 
 def _update_tree(git: Git, tree_id: bytes | None, changes: dict[str, bytes | None]) -> bytes | None:
@@ -235,7 +258,7 @@ class BatchStore:
         try:
             obj = self.git.repo.object_store[tip.encode()]
             blobs = _read_tree_flat(self.git, obj.tree)
-            files = {p: self.git.repo.object_store[b].data for p, b in blobs.items()}
+            files = {p: _blob_data(self.git, b) for p, b in blobs.items()}
         except (KeyError, AttributeError) as exc:
             raise CorruptRecord(f"corrupt batch record at {tip}: {exc}") from None
         return Snapshot(record=record_from_files(files), commit=tip, tree=obj.tree, blobs=blobs)

@@ -1,0 +1,429 @@
+"""`git lanes demo [DIR]`: the whole product on a small embedded example (SPEC §13).
+
+It writes `textkit`, a tiny Python project whose tests are plain `unittest` (stdlib only, offline),
+and the initiative `textkit` of seven tasks: a dependency chain (tokens -> wordfreq -> summary ->
+cli-summary), two tasks sharing a scope (cli-slug and cli-summary both edit textkit/cli.py, so they
+never run at once and the later one starts from the earlier one's commit), and one task (wordfreq)
+whose first delivery fails its checks and is fixed after one coordinator correction. Then it runs
+`git lanes run textkit` with the scripted executor below (`python -m git_lanes.demo`), with
+`--max-parallel 3 --qa-failure-limit 1`.
+
+The scripted executor plays an agent: it reads GIT_LANES_TASK and writes that task's files in its
+lane, then exits (the driver runs `git lanes done` for it). For wordfreq it writes a version that
+breaks ties in the wrong order, unless its prompt (GIT_LANES_PROMPT) carries a correction.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Callable
+
+SLUG = "textkit"
+MAX_PARALLEL = 3
+CORRECTED_TASK = "wordfreq"
+CLI_MARKER = "# -- end of commands (each task adds its command above this line) --"
+
+# Repository-local Git variables: they would point the demo's Git calls at another repository.
+_LOCAL_GIT_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
+                   "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX", "GIT_IMPLICIT_WORK_TREE",
+                   "GIT_GRAFT_FILE", "GIT_REPLACE_REF_BASE", "GIT_NO_REPLACE_OBJECTS", "GIT_SHALLOW_FILE")
+
+# -- the sample project ------------------------------------------------------------------------------
+
+PROJECT: dict[str, str] = {
+    "README.md": """\
+# textkit
+
+A tiny text toolkit: the sample project of `git lanes demo`.
+
+    python3 -m unittest discover -s tests -t .     # the test suite (stdlib only)
+    python3 -m textkit.cli slug Hello World        # once the initiative has run
+
+The initiative `.lanes/textkit/` adds the features; see `docs/usage.md` once it has run.
+""",
+    ".gitignore": "__pycache__/\n*.pyc\n",
+    "textkit/__init__.py": '"""textkit: small text utilities (the git-lanes demo project)."""\n\n__version__ = "0.1.0"\n',
+    "textkit/cli.py": f'''\
+"""Command line: python3 -m textkit.cli COMMAND TEXT..."""
+
+import sys
+
+COMMANDS = {{}}
+
+{CLI_MARKER}
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in COMMANDS:
+        print("usage: python3 -m textkit.cli {{" + ",".join(sorted(COMMANDS)) + "}} TEXT...", file=sys.stderr)
+        return 2
+    print(COMMANDS[argv[0]](" ".join(argv[1:])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+''',
+    "tests/__init__.py": "",
+    "tests/test_package.py": '''\
+import unittest
+
+import textkit
+
+
+class Package(unittest.TestCase):
+    def test_version(self):
+        self.assertEqual(textkit.__version__, "0.1.0")
+
+
+if __name__ == "__main__":
+    unittest.main()
+''',
+    "tests/test_tokens.py": '''\
+import unittest
+
+
+class Tokens(unittest.TestCase):
+    def test_lower_case_words(self):
+        from textkit.tokens import tokens
+        self.assertEqual(tokens("Hello, World! hello"), ["hello", "world", "hello"])
+
+    def test_empty(self):
+        from textkit.tokens import tokens
+        self.assertEqual(tokens(" ... "), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
+''',
+    "tests/test_wordfreq.py": '''\
+import unittest
+
+
+class TopWords(unittest.TestCase):
+    def test_most_frequent_first(self):
+        from textkit.wordfreq import top_words
+        self.assertEqual(top_words("b a B", 1), [("b", 2)])
+
+    def test_ties_in_alphabetical_order(self):
+        from textkit.wordfreq import top_words
+        self.assertEqual(top_words("pear apple pear apple fig", 2), [("apple", 2), ("pear", 2)])
+
+
+if __name__ == "__main__":
+    unittest.main()
+''',
+    "tests/test_summary.py": '''\
+import unittest
+
+
+class Summary(unittest.TestCase):
+    def test_summary(self):
+        from textkit.summary import summarize
+        self.assertEqual(summarize("b a b c"), "4 words; top: b, a, c")
+
+
+if __name__ == "__main__":
+    unittest.main()
+''',
+    "tests/test_slugify.py": '''\
+import unittest
+
+
+class Slugify(unittest.TestCase):
+    def test_slug(self):
+        from textkit.slugify import slugify
+        self.assertEqual(slugify("  Hello, World! "), "hello-world")
+
+
+if __name__ == "__main__":
+    unittest.main()
+''',
+    "tests/test_cli.py": '''\
+import contextlib
+import io
+import unittest
+
+
+def run(*argv):
+    from textkit import cli
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(list(argv))
+    return code, out.getvalue().strip()
+
+
+class SlugCommand(unittest.TestCase):
+    def test_slug(self):
+        self.assertEqual(run("slug", "Hello", "World"), (0, "hello-world"))
+
+
+class SummaryCommand(unittest.TestCase):
+    def test_summary(self):
+        self.assertEqual(run("summary", "b a b c"), (0, "4 words; top: b, a, c"))
+
+
+if __name__ == "__main__":
+    unittest.main()
+''',
+    "tests/test_docs.py": '''\
+import pathlib
+import unittest
+
+
+class Usage(unittest.TestCase):
+    def test_usage_names_every_command(self):
+        text = pathlib.Path("docs/usage.md").read_text()
+        for command in ("slug", "summary"):
+            self.assertIn(command, text)
+
+
+if __name__ == "__main__":
+    unittest.main()
+''',
+}
+
+# (task, goal, scope, blocked_by, [(id, text, test name)])
+TASKS = [
+    ("tokens", "Split text into lower-case word tokens (textkit.tokens.tokens)", ["textkit/tokens.py"], [],
+     [("A1", "words come out lower-cased, punctuation dropped", "tests.test_tokens")]),
+    ("wordfreq", "Count the most frequent words (textkit.wordfreq.top_words), ties in alphabetical order",
+     ["textkit/wordfreq.py"], ["tokens"],
+     [("A1", "most frequent first, ties alphabetical", "tests.test_wordfreq")]),
+    ("summary", "Summarize a text: its word count and top three words (textkit.summary.summarize)",
+     ["textkit/summary.py"], ["wordfreq"], [("A1", "the summary line", "tests.test_summary")]),
+    ("slugify", "Turn a title into a URL slug (textkit.slugify.slugify)", ["textkit/slugify.py"], [],
+     [("A1", "slugs are lower-case words joined by dashes", "tests.test_slugify")]),
+    ("cli-slug", "Add the `slug` command to the command line", ["textkit/cli.py"], ["slugify"],
+     [("A1", "`slug TEXT` prints the slug", "tests.test_cli.SlugCommand")]),
+    ("cli-summary", "Add the `summary` command to the command line", ["textkit/cli.py"], ["summary"],
+     [("A1", "`summary TEXT` prints the summary", "tests.test_cli.SummaryCommand")]),
+    ("docs", "Document the command line in docs/usage.md", ["docs"], [],
+     [("A1", "the usage page names every command", "tests.test_docs")]),
+]
+
+
+def _python() -> str:
+    """How the checks name Python: `python3` when it is on PATH, else this interpreter."""
+    return "python3" if shutil.which("python3") else sys.executable
+
+
+def _toml_str(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def initiative_files(python: str) -> dict[str, str]:
+    folder = f".lanes/{SLUG}"
+    py = shlex.quote(python)
+    files = {f"{folder}/initiative.toml": (
+        'title = "textkit: tokens, word counts, summaries, slugs and a command line"\n'
+        "tasks = [" + ", ".join(_toml_str(t[0]) for t in TASKS) + "]\n"
+        f"final_checks = [{_toml_str(f'{python} -m unittest discover -s tests -t .')}]\n")}
+    for task, goal, scope, blocked_by, acceptance in TASKS:
+        lines = [f"task_id = {_toml_str(task)}", "revision = 1", f"goal = {_toml_str(goal)}",
+                 "scope = [" + ", ".join(_toml_str(s) for s in scope) + "]"]
+        if blocked_by:
+            lines.append("blocked_by = [" + ", ".join(_toml_str(b) for b in blocked_by) + "]")
+        for aid, text, test in acceptance:
+            lines += ["", "[[acceptance]]", f"id = {_toml_str(aid)}", f"text = {_toml_str(text)}",
+                      f"check = {_toml_str(f'{py} -m unittest -q {test}')}", "timeout = 120"]
+        files[f"{folder}/{task}.toml"] = "\n".join(lines) + "\n"
+    return files
+
+
+# -- what the scripted executor writes ------------------------------------------------------------------
+
+WORK: dict[str, dict[str, str]] = {
+    "tokens": {"textkit/tokens.py": '''\
+"""Word tokens."""
+
+import re
+
+
+def tokens(text):
+    """The lower-case words of `text`, in order, punctuation dropped."""
+    return re.findall(r"[a-z0-9]+", text.lower())
+'''},
+    "summary": {"textkit/summary.py": '''\
+"""One-line summaries."""
+
+from textkit.tokens import tokens
+from textkit.wordfreq import top_words
+
+
+def summarize(text):
+    """`N words; top: a, b, c`."""
+    top = ", ".join(word for word, _count in top_words(text, 3))
+    return f"{len(tokens(text))} words; top: {top}"
+'''},
+    "slugify": {"textkit/slugify.py": '''\
+"""URL slugs."""
+
+import re
+
+
+def slugify(text):
+    """Lower-case words joined by dashes."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+'''},
+    "docs": {"docs/usage.md": '''\
+# Using textkit
+
+    python3 -m textkit.cli slug Hello World      # hello-world
+    python3 -m textkit.cli summary b a b c       # 4 words; top: b, a, c
+
+- `slug TEXT`: the URL slug of TEXT.
+- `summary TEXT`: the word count and the three most frequent words.
+'''},
+}
+
+WORDFREQ_BUGGY = '''\
+"""Word frequencies."""
+
+from collections import Counter
+
+from textkit.tokens import tokens
+
+
+def top_words(text, n=3):
+    """The `n` most frequent words with their counts."""
+    return Counter(tokens(text)).most_common(n)
+'''
+
+WORDFREQ_FIXED = '''\
+"""Word frequencies."""
+
+from collections import Counter
+
+from textkit.tokens import tokens
+
+
+def top_words(text, n=3):
+    """The `n` most frequent words with their counts, most frequent first, ties alphabetical."""
+    counts = Counter(tokens(text))
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:n]
+'''
+
+CLI_COMMANDS = {
+    "cli-slug": 'from textkit.slugify import slugify  # noqa: E402\nCOMMANDS["slug"] = slugify\n',
+    "cli-summary": 'from textkit.summary import summarize  # noqa: E402\nCOMMANDS["summary"] = summarize\n',
+}
+
+
+def _write(path: str, text: str) -> None:
+    folder = os.path.dirname(path)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def execute(task: str, prompt: str, cwd: str = ".") -> int:
+    """The scripted executor's work for `task`, in the lane at `cwd`."""
+    if task == CORRECTED_TASK:
+        corrected = "--- correction" in prompt
+        _write(os.path.join(cwd, "textkit/wordfreq.py"), WORDFREQ_FIXED if corrected else WORDFREQ_BUGGY)
+        print(f"wrote textkit/wordfreq.py ({'fixed after the correction' if corrected else 'first try'})")
+        return 0
+    if task in CLI_COMMANDS:
+        path = os.path.join(cwd, "textkit/cli.py")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        block = CLI_COMMANDS[task]
+        if block not in text:
+            text = text.replace(CLI_MARKER, block + CLI_MARKER)
+        _write(path, text)
+        print(f"added the {task[4:]} command to textkit/cli.py")
+        return 0
+    files = WORK.get(task)
+    if files is None:
+        print(f"the demo executor knows no task {task!r}", file=sys.stderr)
+        return 1
+    for rel, text in files.items():
+        _write(os.path.join(cwd, rel), text)
+        print(f"wrote {rel}")
+    return 0
+
+
+def executor_main() -> int:
+    """`python -m git_lanes.demo`: the scripted executor, run by `git lanes run` in a lane."""
+    task = os.environ.get("GIT_LANES_TASK", "")
+    prompt = os.environ.get("GIT_LANES_PROMPT", "")
+    print(f"demo executor: task {task}")
+    return execute(task, prompt)
+
+
+# -- git lanes demo ------------------------------------------------------------------------------------
+
+def _git(root: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false", *args],
+                          cwd=root, capture_output=True, text=True)
+
+
+def _git_ok(root: str, *args: str) -> str:
+    from .errors import fatal
+
+    proc = _git(root, *args)
+    if proc.returncode != 0:
+        raise fatal(f"'git {' '.join(args)}' failed with exit code {proc.returncode}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def build(root: str) -> None:
+    """The sample project and its initiative, committed in a new repository at `root`."""
+    for rel, text in {**PROJECT, **initiative_files(_python())}.items():
+        _write(os.path.join(root, rel), text)
+    _git_ok(root, "init", "-q", "-b", "main")
+    # A fresh machine has no identity: give the demo repository one of its own (only there).
+    if any(_git(root, "var", var).returncode != 0 for var in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT")):
+        _git_ok(root, "config", "user.name", "git-lanes demo")
+        _git_ok(root, "config", "user.email", "demo@git-lanes.invalid")
+    _git_ok(root, "add", "-A")
+    _git_ok(root, "commit", "-q", "-m", "textkit: the sample project and the initiative textkit")
+
+
+def demo(directory: str | None, *, as_json: bool = False, out: Callable[[str], None] = print) -> int:
+    """Build the sample project (in DIR, or a new temporary directory) and run its initiative."""
+    from .driver import run
+    from .errors import usage
+    from .session import Session
+    from .start import StartOptions
+
+    def note(text: str) -> None:
+        if as_json:
+            print(text, file=sys.stderr, flush=True)
+        else:
+            out(text)
+
+    if directory is None:
+        root = tempfile.mkdtemp(prefix="git-lanes-demo-")
+    else:
+        root = os.path.abspath(directory)
+        if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
+            raise usage(f"{directory}: exists and is not an empty directory")
+        os.makedirs(root, exist_ok=True)
+    root = os.path.realpath(root)
+    for var in _LOCAL_GIT_VARS:
+        os.environ.pop(var, None)
+    note(f"git lanes demo: the sample project textkit is in {root}")
+    build(root)
+    executor = f"{shlex.quote(sys.executable)} -m git_lanes.demo"
+    opts = StartOptions(max_parallel=MAX_PARALLEL, qa_failure_limit=1, yes=True)
+    note(f"running: git lanes run {SLUG} --executor '{executor}' --max-parallel {MAX_PARALLEL} "
+         "--qa-failure-limit 1 --yes")
+    code = run(Session(cwd=root), SLUG, executor=executor, opts=opts, confirm=lambda text: True,
+               as_json=as_json, out=out)
+    note(f"\nThe demo project is in {root}: try 'git -C {shlex.quote(root)} log --oneline imm/{SLUG}', "
+         f"'git -C {shlex.quote(root)} lanes status {SLUG}' or "
+         f"'git -C {shlex.quote(root)} log --notes=lanes/evidence -1 imm/{SLUG}'.")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(executor_main())

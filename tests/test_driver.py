@@ -1,0 +1,326 @@
+"""`git lanes run` (SPEC §13): the Parent in a box, end to end through real processes.
+
+The executor is a small Python script written into the test's temporary directory; what it does
+is steered by environment variables, which the driver passes through to every session:
+EXEC_SLEEP (seconds), EXEC_TRACE (a file outside the repository: `start/end <task> <time>` lines),
+EXEC_PROMPTS (a folder: each session's GIT_LANES_PROMPT), EXEC_GIVE_UP (a task that gives up),
+EXEC_FAIL_FIRST (a task whose first delivery is wrong), EXEC_NOTHING (a task it never touches).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from helpers import write_initiative
+
+from git_lanes.driver import build_prompt, default_correction, failure_text
+
+EXECUTOR = r'''
+import os, pathlib, subprocess, sys, time
+
+task = os.environ["GIT_LANES_TASK"]
+prompt = os.environ.get("GIT_LANES_PROMPT", "")
+
+
+def trace(word):
+    path = os.environ.get("EXEC_TRACE")
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.write(fd, f"{word} {task} {time.time():.6f}\n".encode())
+        os.close(fd)
+
+
+trace("start")
+prompts = os.environ.get("EXEC_PROMPTS")
+if prompts:
+    folder = pathlib.Path(prompts)
+    folder.mkdir(parents=True, exist_ok=True)
+    n = len(list(folder.glob(task + "-*.txt"))) + 1
+    (folder / f"{task}-{n}.txt").write_text(prompt)
+print(f"executor for {task}", flush=True)
+time.sleep(float(os.environ.get("EXEC_SLEEP", "0.1")))
+if os.environ.get("EXEC_NOTHING") == task:
+    trace("end")
+    sys.exit(3)
+if os.environ.get("EXEC_GIVE_UP") == task:
+    subprocess.run(["git", "lanes", "done", "--give-up", "-m", "cannot do " + task], check=True)
+    trace("end")
+    sys.exit(0)
+out = pathlib.Path("src") / (task + ".txt")
+out.parent.mkdir(parents=True, exist_ok=True)
+wrong = os.environ.get("EXEC_FAIL_FIRST") == task and "CORRECTOR SAYS" not in prompt \
+    and "The last attempt failed" not in prompt
+out.write_text("wrong\n" if wrong else "right " + task + "\n")
+trace("end")
+'''
+
+CORRECTOR = r'''
+import os, sys
+data = sys.stdin.read()
+open(os.environ["CORRECTOR_INPUT"], "w").write(data)
+print("CORRECTOR SAYS: write the word right into the file; the check said:")
+print(data.strip().splitlines()[0])
+'''
+
+
+def right_check(task: str) -> str:
+    return (f"python3 -c \"import pathlib,sys; t=pathlib.Path('src/{task}.txt'); "
+            f"sys.exit(0 if t.exists() and t.read_text().startswith('right') else 1)\"")
+
+
+def make_repo(root: Path, tasks: list[str], slug: str = "drv", blocked: dict[str, list[str]] | None = None,
+              final_checks: list[str] | None = None) -> Path:
+    root.mkdir()
+    git(root, "init", "-q")
+    (root / "README").write_text("driver tests\n")
+    write_initiative(root, slug, [{"id": t, "scope": [f"src/{t}.txt"], "check": right_check(t),
+                                   "blocked_by": (blocked or {}).get(t, [])} for t in tasks],
+                     final_checks=final_checks)
+    return root
+
+
+@pytest.fixture
+def executor(tmp_path) -> str:
+    script = tmp_path / "executor.py"
+    script.write_text(EXECUTOR)
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+
+
+def run_cmd(slug: str, executor: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "git_lanes", "run", slug, "--executor", executor, "--yes", *args]
+
+
+def run(root: Path, slug: str, executor: str, *args: str, env: dict[str, str] | None = None,
+        timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(run_cmd(slug, executor, *args), cwd=root, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def status(root: Path, slug: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "git_lanes", "status", slug, "--json"], cwd=root,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def batch_tasks(root: Path, slug: str) -> list[str]:
+    """The Lanes-Task trailer of every commit on the batch branch, oldest first (and no merges)."""
+    assert git(root, "rev-list", "--merges", f"main..imm/{slug}").strip() == ""
+    out = git(root, "log", "--reverse", "--format=%(trailers:key=Lanes-Task,valueonly)%x00", f"main..imm/{slug}")
+    return [t.strip() for t in out.split("\0") if t.strip()]
+
+
+def read_trace(path: Path) -> list[tuple[str, str, float]]:
+    if not path.exists():
+        return []
+    return [(w, t, float(s)) for w, t, s in (line.split() for line in path.read_text().splitlines())]
+
+
+# -- end to end ---------------------------------------------------------------------------------------
+
+def test_sigint_midway_then_rerun_completes_with_one_commit_per_task(tmp_path, executor):
+    tasks = [f"t{i:02d}" for i in range(12)]
+    root = make_repo(tmp_path / "repo", tasks)
+    trace = tmp_path / "trace.txt"
+    env = {**os.environ, "EXEC_SLEEP": "0.3", "EXEC_TRACE": str(trace)}
+    log = open(tmp_path / "first-run.log", "w")
+    proc = subprocess.Popen(run_cmd("drv", executor, "--max-parallel", "4"), cwd=root, env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    integrated = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        tip = subprocess.run(["git", "rev-list", "--count", "main..imm/drv"], cwd=root, capture_output=True,
+                             text=True)
+        integrated = int(tip.stdout.strip() or 0) if tip.returncode == 0 else 0
+        if integrated >= 3:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    assert integrated >= 3
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
+    log.close()
+    first = (tmp_path / "first-run.log").read_text()
+    assert "interrupted" in first
+    # every session's process group is gone: the trace stops growing
+    settled = trace.read_text()
+    time.sleep(0.8)
+    assert trace.read_text() == settled
+    midway = status(root, "drv")
+    assert midway["batch_state"] == "running"
+    # no lane is left but those the record knows (spare lanes made ahead of time are removed)
+    with_lanes = {c["task_id"] for c in midway["children"] if c["lane"]}
+    branches = git(root, "for-each-ref", "--format=%(refname:lstrip=4)", "refs/heads/imm-lane/drv/").split()
+    assert set(branches) <= with_lanes
+    done_first = len(batch_tasks(root, "drv"))
+    assert 3 <= done_first < 12
+
+    again = run(root, "drv", executor, "--max-parallel", "4", env={"EXEC_SLEEP": "0.1", "EXEC_TRACE": str(trace)})
+    assert again.returncode == 0, again.stdout + again.stderr
+    report = status(root, "drv")
+    assert report["batch_state"] == "completed"
+    assert report["final_verification"]["passed"] is True
+    landed = batch_tasks(root, "drv")
+    assert sorted(landed) == tasks and len(landed) == 12          # one commit per task, linear
+    assert all(c["state"] == "released" for c in report["children"])
+    assert git(root, "for-each-ref", "refs/heads/imm-lane/").strip() == ""   # every lane released
+    assert "continuing batch" in again.stdout and "completed" in again.stdout
+    assert "imm(t00)" in again.stdout or "imm(t" in again.stdout   # the batch branch's log
+
+
+def test_never_more_than_max_parallel_sessions_and_they_overlap(tmp_path, executor):
+    tasks = [f"p{i}" for i in range(8)]
+    root = make_repo(tmp_path / "repo", tasks)
+    trace = tmp_path / "trace.txt"
+    proc = run(root, "drv", executor, "--max-parallel", "3", env={"EXEC_SLEEP": "0.3", "EXEC_TRACE": str(trace)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    events = sorted(read_trace(trace), key=lambda e: (e[2], e[0] == "start"))  # an end before a start at a tie
+    running, most = 0, 0
+    for word, _task, _at in events:
+        running += 1 if word == "start" else -1
+        most = max(most, running)
+    assert sum(1 for e in events if e[0] == "start") == 8
+    assert most <= 3
+    assert most >= 2, "the sessions never ran at once"
+    assert sorted(batch_tasks(root, "drv")) == tasks
+
+
+def test_executor_that_only_edits_files_gets_done_run_for_it(tmp_path, executor):
+    root = make_repo(tmp_path / "repo", ["alpha", "beta"], blocked={"beta": ["alpha"]})
+    prompts = tmp_path / "prompts"
+    proc = run(root, "drv", executor, env={"EXEC_PROMPTS": str(prompts)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = status(root, "drv")
+    assert report["batch_state"] == "completed"
+    assert batch_tasks(root, "drv") == ["alpha", "beta"]
+    # the driver ran `done`: one passed attempt each, in the lane records
+    for task in ("alpha", "beta"):
+        show = subprocess.run([sys.executable, "-m", "git_lanes", "show", task, "--slug", "drv", "--json"], cwd=root,
+                              capture_output=True, text=True)
+        attempts = json.loads(show.stdout)["lane_record"]["qa_attempts"]
+        assert [a["passed"] for a in attempts] == [True]
+    # the prompt: goal, scope, acceptance with its check
+    prompt = (prompts / "alpha-1.txt").read_text()
+    assert "Make alpha" in prompt and "src/alpha.txt" in prompt and right_check("alpha") in prompt
+    assert prompt.index("Make alpha") < prompt.index("src/alpha.txt") < prompt.index(right_check("alpha"))
+    # one log per session, under the user log dir / repo id / batch id
+    logs = list(Path(os.environ["XDG_STATE_HOME"]).glob(f"git-lanes/log/*/{report['batch_id']}/alpha-1.log"))
+    assert len(logs) == 1 and "executor for alpha" in logs[0].read_text()
+
+
+def test_rework_session_after_a_failed_attempt_sees_the_failing_checks(tmp_path, executor):
+    root = make_repo(tmp_path / "repo", ["solo"])
+    prompts = tmp_path / "prompts"
+    proc = run(root, "drv", executor, "--qa-failure-limit", "2", "--json",
+               env={"EXEC_PROMPTS": str(prompts), "EXEC_FAIL_FIRST": "solo"})
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)              # --json: exactly the final report on stdout
+    assert report["contract"] == "git_lanes/batch_report/v1" and report["batch_state"] == "completed"
+    solo = report["children"][0]
+    assert solo["corrections"] == 0 and solo["qa_attempts_seen"] == 2
+    second = (prompts / "solo-2.txt").read_text()
+    assert "The last attempt failed" in second and "[A1]" in second and "exit code 1" in second
+    assert "The last attempt failed" not in (prompts / "solo-1.txt").read_text()
+
+
+def test_corrector_output_is_the_correction(tmp_path, executor):
+    root = make_repo(tmp_path / "repo", ["fixme"])
+    script = tmp_path / "corrector.py"
+    script.write_text(CORRECTOR)
+    seen = tmp_path / "corrector-input.txt"
+    prompts = tmp_path / "prompts"
+    corrector = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+    # the corrector's text is what lets the second session do it right (not the failure section)
+    env = {"EXEC_FAIL_FIRST": "fixme", "EXEC_PROMPTS": str(prompts), "CORRECTOR_INPUT": str(seen)}
+    proc = run(root, "drv", executor, "--qa-failure-limit", "1", "--corrector", corrector, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = status(root, "drv")
+    child = report["children"][0]
+    assert child["corrections"] == 1 and child["state"] == "released"
+    (correction,) = [i for i in report["interventions"] if i["kind"] == "correction"]
+    assert correction["text"].startswith("CORRECTOR SAYS")
+    assert "[A1]" in seen.read_text() and "exit code 1" in seen.read_text()
+    assert "--- correction" in (prompts / "fixme-2.txt").read_text()
+    assert "CORRECTOR SAYS" in (prompts / "fixme-2.txt").read_text()
+
+
+def test_needs_human_exits_1_and_a_second_run_never_resumes(tmp_path, executor):
+    root = make_repo(tmp_path / "repo", ["ok", "stuck", "after"], blocked={"after": ["stuck"]})
+    trace = tmp_path / "trace.txt"
+    env = {"EXEC_GIVE_UP": "stuck", "EXEC_TRACE": str(trace)}
+    proc = run(root, "drv", executor, "--max-parallel", "2", env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "batch_needs_human" in proc.stderr
+    report = status(root, "drv")
+    assert report["batch_state"] == "needs_human"
+    states = {c["task_id"]: (c["state"], c["reason"]) for c in report["children"]}
+    assert states["stuck"] == ("needs_human", "batch_lane_stopped: cannot do stuck")
+    assert states["after"][0] == "skipped_blocked"
+    assert states["ok"][0] in ("integrated", "released")
+    starts = trace.read_text().count("start ")
+    again = run(root, "drv", executor, env=env)
+    assert again.returncode == 1
+    assert "batch_needs_human" in again.stderr and "resume" in again.stderr
+    assert trace.read_text().count("start ") == starts          # no session ran
+    assert status(root, "drv")["batch_state"] == "needs_human"
+
+
+def test_sessions_that_deliver_nothing_twice_give_the_lane_up(tmp_path, executor):
+    root = make_repo(tmp_path / "repo", ["idle"])
+    trace = tmp_path / "trace.txt"
+    proc = run(root, "drv", executor, env={"EXEC_NOTHING": "idle", "EXEC_TRACE": str(trace)})
+    assert proc.returncode == 1
+    assert "delivered nothing" in proc.stdout
+    (child,) = status(root, "drv")["children"]
+    assert child["state"] == "needs_human"
+    assert child["reason"].startswith("batch_lane_stopped: 2 executor sessions in a row ended without a delivery")
+    assert trace.read_text().count("start ") == 2
+
+
+def test_missing_executor_is_a_usage_error(tmp_path):
+    root = make_repo(tmp_path / "repo", ["a"])
+    proc = run(root, "drv", "no-such-executor-anywhere --flag")
+    assert proc.returncode == 2
+    assert "no-such-executor-anywhere" in proc.stderr
+    assert git(root, "for-each-ref", "refs/notes/lanes/").strip() == ""   # nothing started
+
+
+# -- the texts ------------------------------------------------------------------------------------------
+
+def _failed(n: int, tail: str) -> list[dict]:
+    return [{"id": f"A{i}", "command": f"check-{i} --all", "exit_code": 1, "signal": None, "passed": False,
+             "output_tail": tail + f"\nEND-{i}"} for i in range(1, n + 1)]
+
+
+def test_default_correction_names_the_checks_and_quotes_their_tails_within_4000():
+    text = default_correction("t", _failed(3, "x" * 4000))
+    assert len(text) <= 4000
+    for i in (1, 2, 3):
+        assert f"[A{i}] check-{i} --all (exit code 1)" in text
+        assert f"END-{i}" in text                       # the end of each tail is kept
+    short = default_correction("t", _failed(1, "boom"))
+    assert "boom" in short and "END-1" in short
+    assert len(default_correction("t", _failed(40, "y" * 4000))) <= 4000
+    assert "No failing check output" in default_correction("t", [])
+
+
+def test_prompt_has_goal_scope_checks_failure_then_unread_texts():
+    info = {"task_id": "t", "slug": "s", "batch_id": "b", "goal": "Do the thing", "scope": ["src/t"],
+            "acceptance": [{"id": "A1", "text": "works", "check": "make test"}],
+            "unread": [{"at": "2026-01-01T00:00:00.000Z", "kind": "correction", "text": "Try harder"}]}
+    prompt = build_prompt(info, _failed(1, "it broke"))
+    order = [prompt.index(s) for s in ("Do the thing", "src/t", "check: make test", "it broke", "Try harder")]
+    assert order == sorted(order)
+    assert "--- correction" in prompt
+    assert "[A1] check-1 --all (exit code 1)" in failure_text(_failed(1, "it broke"))
+    assert "The last attempt failed" not in build_prompt({**info, "unread": []}, [])

@@ -13,6 +13,9 @@ from .decisions.admission import LaneFacts
 from .session import Session
 
 
+_CLEAN: set[tuple[str, str]] = set()
+
+
 @dataclass(frozen=True)
 class Presence:
     exists: bool          # a worktree of this repository lives at the path
@@ -33,10 +36,19 @@ class LocalLanes:
             return Presence(False, None, None)
         return Presence(True, wt.branch, wt.head)
 
-    def clean(self, path: str) -> bool:
+    def clean(self, path: str, head: str | None = None) -> bool:
+        """`git status` shows nothing. With `head`, a clean answer is remembered for (path, head) in
+        this process: `run` asks every tick about lanes it has not released yet. A stale answer
+        is harmless: removing a lane (`git worktree remove`, never forced) refuses a dirty one."""
         from .snapshot import worktree_clean
 
-        return worktree_clean(self.git, path)
+        key = (path, head)
+        if head is not None and key in _CLEAN:
+            return True
+        clean = worktree_clean(self.git, path)
+        if clean and head is not None:
+            _CLEAN.add(key)
+        return clean
 
     def delivery_tree(self, path: str) -> str:
         from .snapshot import snapshot_tree

@@ -58,10 +58,26 @@ def exclude_file(git: Git) -> str:
     return path
 
 
+def _index_path(git: Git, worktree: str) -> str:
+    """The worktree's index file: `.git/index`, or `<gitdir>/index` of a linked worktree's
+    `.git` file (read directly: no Git process); Git answers anything unusual."""
+    dot_git = os.path.join(worktree, ".git")
+    if os.path.isdir(dot_git):
+        return os.path.join(dot_git, "index")
+    try:
+        with open(dot_git, encoding="utf-8") as fh:
+            first = fh.readline().strip()
+    except OSError:
+        first = ""
+    if first.startswith("gitdir: "):
+        return os.path.join(os.path.join(worktree, first[len("gitdir: "):]), "index")
+    return git.out("rev-parse", "--path-format=absolute", "--git-path", "index", cwd=worktree)
+
+
 def snapshot_tree(git: Git, worktree: str) -> str:
     """The tree id of the worktree's delivery; the worktree's real index is never written."""
     excludes = exclude_file(git)
-    index = git.out("rev-parse", "--path-format=absolute", "--git-path", "index", cwd=worktree)
+    index = _index_path(git, worktree)
     with tempfile.TemporaryDirectory(prefix="git-lanes-index.") as tmp:
         temp_index = os.path.join(tmp, "index")
         if os.path.exists(index):

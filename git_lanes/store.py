@@ -26,7 +26,7 @@ import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from pydantic import ValidationError
 
@@ -264,17 +264,23 @@ class BatchStore:
         return Snapshot(record=record_from_files(files), commit=tip, tree=obj.tree, blobs=blobs)
 
     def write(self, snap: Snapshot | None, record: BatchRecord, *, summary: str, actor: str,
-              slug: str | None = None, new_line: bool = False) -> Snapshot:
+              slug: str | None = None, new_line: bool = False,
+              also: Callable[[], list[tuple[str, str | None, str | None]]] | None = None) -> Snapshot:
         """Compare-and-swap a new state commit; nothing is written when nothing changed.
 
         `snap` is what the record was built from (None for a slug's first batch). The record is
-        validated whole first. Raises `batch_busy` when the ref moved meanwhile.
+        validated whole first. Raises `batch_busy` when the ref moved meanwhile. `also` returns more
+        ref updates (e.g. evidence notes) to make in the same atomic transaction; it is asked again
+        when only one of those refs moved.
         """
         slug = slug or record.slug
         record = BatchRecord.model_validate(record.model_dump(by_alias=True))  # the §4 invariants
         if snap is not None and not new_line:
             same = record.model_copy(update={"updated_at": snap.record.updated_at})
             if same == snap.record:
+                extra = also() if also else []
+                if extra:
+                    self.git.update_refs(extra, f"git-lanes: {summary}")
                 return snap
         files = batch_files(record)
         old_blobs = snap.blobs if snap is not None and not new_line else {}
@@ -298,10 +304,19 @@ class BatchStore:
         parents += [c.encode() for c in extra if c.encode() in self.git.repo.object_store]
         message = f"{summary}\n\nLanes-Actor: {actor}\nLanes-At: {record.updated_at}\nLanes-State-Batch: {record.batch_id}\n"
         commit = _commit(self.git, tree, parents, message)
-        try:
-            self.git.update_ref(self.ref(slug), commit, snap.commit if snap else None, f"git-lanes: {summary}")
-        except RefRaceError:
-            raise refused("batch_busy", f"the record of {slug} moved while this command ran; run it again") from None
+        old = snap.commit if snap else None
+        for _ in range(5):
+            updates = [(self.ref(slug), commit, old)] + (also() if also else [])
+            try:
+                self.git.update_refs(updates, f"git-lanes: {summary}")
+                break
+            except RefRaceError:
+                if self.git.resolve(self.ref(slug)) != old or not also:
+                    raise refused("batch_busy", f"the record of {slug} moved while this command ran; "
+                                                "run it again") from None
+                # only a ref written with it (the shared evidence notes) moved: rebuild that and retry
+        else:
+            raise refused("batch_busy", f"the refs written with the record of {slug} kept moving; run it again")
         return Snapshot(record=record, commit=commit, tree=tree, blobs=new_blobs)
 
     def log(self, slug: str) -> list[dict[str, str]]:
@@ -393,18 +408,31 @@ class EvidenceNotes:
         blob = flat.get(commit)
         return json.loads(self.git.repo.object_store[blob].data) if blob else None
 
+    def prepare(self, notes: dict[str, dict[str, Any]]) -> tuple[str, str, str | None] | None:
+        """(ref, new tip, old tip) of one notes commit adding the notes not there yet; None when
+        every commit has its note already (a re-run after a crash writes nothing new)."""
+        tip = self.git.resolve(EVIDENCE_REF)
+        base_tree = self.git.repo.object_store[tip.encode()].tree if tip else None
+        present = {p.replace("/", "") for p in _read_tree_flat(self.git, base_tree)} if base_tree else set()
+        changes = {}
+        for commit, note in notes.items():
+            if commit not in present:
+                text = json.dumps(note, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+                changes[commit] = _add_blob(self.git, text.encode())
+        if not changes:
+            return None
+        tree = _update_tree(self.git, base_tree, changes)
+        c = _commit(self.git, tree, [tip.encode()] if tip else [],
+                    f"Notes added by 'git lanes' for {', '.join(sorted(changes))}\n")
+        return EVIDENCE_REF, c, tip
+
     def add(self, commit: str, note: dict[str, Any], attempts: int = 5) -> None:
-        text = json.dumps(note, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-        blob = _add_blob(self.git, text.encode())
         for _ in range(attempts):
-            tip = self.git.resolve(EVIDENCE_REF)
-            base_tree = self.git.repo.object_store[tip.encode()].tree if tip else None
-            if base_tree is not None and commit in {p.replace("/", "") for p in _read_tree_flat(self.git, base_tree)}:
-                return  # already there: a re-run after a crash writes nothing new
-            tree = _update_tree(self.git, base_tree, {commit: blob})
-            c = _commit(self.git, tree, [tip.encode()] if tip else [], f"Notes added by 'git lanes' for {commit}\n")
+            update = self.prepare({commit: note})
+            if update is None:
+                return
             try:
-                self.git.update_ref(EVIDENCE_REF, c, tip, "git-lanes: evidence")
+                self.git.update_ref(update[0], update[1], update[2], "git-lanes: evidence")
                 return
             except RefRaceError:
                 continue

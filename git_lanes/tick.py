@@ -113,6 +113,7 @@ class Tick:
         self._scratch: engine.Scratch | None = None
         self.tracker_factory = tracker_factory
         self._lane_records: dict[str, LaneRecord] = {}
+        self._notes: dict[str, dict[str, Any]] = {}   # evidence notes to write with the next record write
         self._hist: list[str] | None = None
         self._hist_set: set[str] = set()
         from .lanehost import LocalLanes
@@ -344,8 +345,8 @@ class Tick:
         child.reason = None
         attempt = self._attempt_of(child)
         ident = rec.intent_identities.get(child.task_id)
-        self.s.evidence.add(commit, engine.evidence_note(rec, child, attempt, rerun,
-                                                         ident.model_dump() if ident else None))
+        # written with the record, in the same ref transaction
+        self._notes[commit] = engine.evidence_note(rec, child, attempt, rerun, ident.model_dump() if ident else None)
         self._reseal(child.task_id, commit)
 
     def _attempt_of(self, child: Child) -> QaAttempt | None:
@@ -737,7 +738,10 @@ class Tick:
         rec = self.record
         rec.updated_at = self.s.clock()
         summary = ", ".join(dict.fromkeys(self.events)) or "update"
-        self.snap = self.s.batches.write(self.snap, rec, summary=summary, actor=self.req.actor)
+        notes = self.s.evidence
+        self.snap = self.s.batches.write(self.snap, rec, summary=summary, actor=self.req.actor,
+                                         also=lambda: [u for u in [notes.prepare(self._notes)] if u])
+        self._notes.clear()
         self.events.clear()
 
     def _finish(self, write: bool = True) -> Outcome:
@@ -751,7 +755,7 @@ class Tick:
                 v = self.views.setdefault(c.task_id, LaneView())
                 where = self.lanes.presence(c.lane.path)
                 v.clean_on_branch = where.exists and where.branch == "refs/heads/" + c.lane.branch and \
-                    self.lanes.clean(c.lane.path)
+                    self.lanes.clean(c.lane.path, c.lane.lane_commit if where.head == c.lane.lane_commit else None)
         commits = self._batch_commits()
         head = self.git.resolve("refs/heads/" + rec.branch)
         hand = handoffs(rec, self.views, self.scopes if rec.batch_state == "running" else {}, head, set(commits),

@@ -97,6 +97,7 @@ class Git:
         self.local_env_vars: tuple[str, ...] = tuple(rest)
         self.env = _our_env(self._environ, self.local_env_vars)
         self.cwd = start
+        self._idents: dict[str, tuple[str, str]] = {}
 
     # -- running git -------------------------------------------------------------------
 
@@ -178,7 +179,12 @@ class Git:
             raise LanesError(f"bad numeric config value '{raw}' for '{key}'", exit_code=ExitCode.USAGE) from None
 
     def ident(self, kind: str = "COMMITTER") -> tuple[str, str]:
-        """(name, email) for GIT_COMMITTER_IDENT / GIT_AUTHOR_IDENT, else git-lanes."""
+        """(name, email) for GIT_COMMITTER_IDENT / GIT_AUTHOR_IDENT, else git-lanes (asked once)."""
+        if kind not in self._idents:
+            self._idents[kind] = self._ident(kind)
+        return self._idents[kind]
+
+    def _ident(self, kind: str) -> tuple[str, str]:
         proc = self.run("var", f"GIT_{kind}_IDENT", check=False, safe=False)
         text = proc.stdout.decode("utf-8", "replace").strip()
         if proc.returncode != 0 or "<" not in text:

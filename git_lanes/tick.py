@@ -287,15 +287,17 @@ class Tick:
         what = authority.plan_mismatch(self.s, rec, self.head)
         if what is None:
             return False
-        reason = f"plan_changed: {what}"
-        for c in rec.children:
+        self._stop_batch("needs_human", f"plan_changed: {what}", "plan changed")
+        return True
+
+    def _stop_batch(self, state: str, reason: str, event: str) -> None:
+        """Park every in-flight child with `reason`, then stop the batch (one write, by the caller)."""
+        for c in self.record.children:
             if c.state in IN_FLIGHT:
                 self.park(c, reason)
-        rec.batch_state = "needs_human"
-        rec.reason = reason
-        self.reason = reason
-        self.events.append("plan changed")
-        return True
+        self.record.batch_state = state
+        self.record.reason = self.reason = reason
+        self.events.append(event)
 
     # -- C.2 leak restore -------------------------------------------------------------------------
 
@@ -393,14 +395,7 @@ class Tick:
                            if cl.commit not in known)
         verdict, what = classify_lineage(LineageFacts(expected, head, descends, unreachable, claims))
         if verdict == "broken":
-            reason = f"batch_head_lineage_broken: {what}"
-            for c in rec.children:
-                if c.state in IN_FLIGHT:
-                    self.park(c, reason)
-            rec.batch_state = "failed"
-            rec.reason = reason
-            self.reason = reason
-            self.events.append("lineage broken")
+            self._stop_batch("failed", f"batch_head_lineage_broken: {what}", "lineage broken")
             return False
         if verdict == "adopt":
             rec.adopted_heads.append(AdoptedHead(**{"from": expected, "to": head}))

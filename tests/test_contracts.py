@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-import git_lanes
 from conftest import git
 from flow import child_of, cli, done, exists, intent, ok, provision, start, states, world, write_plan
 
 MANIFEST = {"contract": "git_lanes/contracts/v1", "batch_record": "git_lanes/batch_record/v1",
             "lane_record": "git_lanes/lane_record/v1", "batch_report": "git_lanes/batch_report/v1",
             "store_layout": "git_lanes/store_layout/v1"}
-SRC = os.path.dirname(os.path.abspath(git_lanes.__file__))
+# the git_lanes that `git lanes` runs (installed beside this interpreter), not the one this test imported
+SRC = subprocess.run([sys.executable, "-c", "import git_lanes, os; print(os.path.dirname(os.path.abspath("
+                      "git_lanes.__file__)))"], cwd="/", capture_output=True, text=True, check=True).stdout.strip()
 
 
 def plan(repo):

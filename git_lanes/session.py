@@ -44,6 +44,7 @@ class Session:
         self.lanes = LaneStore(self.git)
         self.evidence = EvidenceNotes(self.git)
         self._worktrees: list[Worktree] | None = None
+        self._by_path: dict[str, Worktree] = {}
 
     # -- plan ---------------------------------------------------------------------------------
 
@@ -100,16 +101,15 @@ class Session:
     # -- worktrees ----------------------------------------------------------------------------
 
     def worktrees(self, refresh: bool = False) -> list[Worktree]:
+        """`git worktree list`, read once per command (`refresh` after adding or removing one)."""
         if self._worktrees is None or refresh:
             self._worktrees = self.git.worktrees()
+            self._by_path = {os.path.realpath(wt.path): wt for wt in self._worktrees}
         return self._worktrees
 
     def worktree_at(self, path: str) -> Worktree | None:
-        real = os.path.realpath(path)
-        for wt in self.worktrees():
-            if os.path.realpath(wt.path) == real:
-                return wt
-        return None
+        self.worktrees()
+        return self._by_path.get(os.path.realpath(path))
 
     def worktree_on(self, branch: str) -> Worktree | None:
         ref = "refs/heads/" + branch

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from .checks import child_env, split_command
@@ -885,8 +885,11 @@ class Driver:
         if fv:
             verdict = "; final verification " + ("passed" if fv["passed"] else "FAILED")
         out(f"batch {report['batch_id']} ({report['slug']}): {report['batch_state']}{verdict}")
-        if report.get("reason"):
-            out(f"reason: {report['reason']}")
+        rec = s.batches.read(self.slug)
+        reason = rec.record.reason if rec is not None and rec.record.batch_id == report["batch_id"] else None
+        reason = reason or report.get("reason")   # the stored reason, not "terminal state already reached"
+        if reason:
+            out(f"reason: {reason}")
         header = ("task", "state", "sessions", "QA failures", "corrections", "commit")
         rows = [header]
         for c in report["children"]:
@@ -899,7 +902,6 @@ class Driver:
         for c in report["children"]:
             if c.get("reason") and c["state"] in ("needs_human", "skipped_blocked"):
                 out(f"{c['task_id']}: {c['reason']}")
-        rec = s.batches.read(self.slug)
         base = rec.record.base_head if rec is not None else None
         branch = f"imm/{self.slug}"
         if s.git.resolve("refs/heads/" + branch) is not None:

@@ -4,7 +4,6 @@ cannot read (`batch_lane_contract_mismatch`, not `batch_lane_lost`)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from helpers import all_refs, check_file, deliver, git_lanes, lane_path, lanes, lanes_json, write_initiative
+from helpers import all_refs, check_file, deliver, lane_path, lanes, lanes_json, write_initiative
 
 
 def start(repo, tasks, *extra, final_checks=None):
@@ -87,7 +87,8 @@ def test_six_tasks_run_to_completed_linear_one_green_commit_each(repo):
         # every commit green: re-run the task's checks at its own commit
         code, out, err = lanes(repo, "verify", "--commit", c)
         assert code == 0, out + err
-    assert "lanes/evidence" in git(repo, "log", "-1", "--notes=lanes/evidence", "--format=%N%d", "imm/demo") or True
+    shown = git(repo, "log", "-1", "--notes=lanes/evidence", "--format=%N", "imm/demo")
+    assert f'"batch_id": "{batch_id}"' in shown   # `git log --notes=lanes/evidence` shows the evidence
     # once every lane is gone, the integrated children read released
     code, status = lanes_json(repo, "status")
     assert {c["state"] for c in status["children"]} == {"released"}

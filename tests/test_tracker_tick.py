@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from helpers import deliver, lane_path, lanes, lanes_json, write_initiative
+from helpers import deliver, lane_path, lanes, write_initiative
 from test_tracker import ISSUE, REPO, TOKEN, gh  # noqa: F401  (the fake GitHub fixture)
 
 

@@ -1,0 +1,280 @@
+"""Beyond one machine (SPEC §14): push / pull with leases and a tracking namespace, and join.
+
+The remote is a local bare repository; the second machine is a clone of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from helpers import deliver, lane_path, lanes, lanes_json, write_initiative
+
+TASKS = [{"id": "a", "scope": ["src/a"]}, {"id": "b", "scope": ["src/b"]}]
+FAMILIES = ("refs/notes/lanes/", "refs/heads/imm/", "refs/heads/imm-lane/")
+
+
+def refs(root: Path) -> dict[str, str]:
+    out = git(root, "for-each-ref", "--format=%(refname) %(objectname)")
+    pairs = (line.rsplit(" ", 1) for line in out.splitlines())
+    return {name: oid for name, oid in pairs if name.startswith(FAMILIES)}
+
+
+def record_json(root: Path) -> dict:
+    return json.loads(git(root, "show", "refs/notes/lanes/batch/demo:batch.json"))
+
+
+def statuses(doc: dict) -> dict[str, str]:
+    return {r["ref"]: r["status"] for r in doc["refs"]}
+
+
+def ok(cwd: Path, *args: str):
+    code, doc = lanes_json(cwd, *args)
+    assert code == 0, doc
+    return doc
+
+
+def provision(repo: Path, task: str) -> Path:
+    return Path(lane_path(ok(repo, "provision", task), task))
+
+
+def finish(repo: Path, task: str, lane: Path | None = None) -> dict:
+    """Deliver `task` in its lane and tick it to integrated."""
+    lane = lane or provision(repo, task)
+    deliver(str(lane), {f"src/{task}/out.txt": f"{task}\n"})
+    code, out, err = lanes(lane, "done")
+    assert code == 0, err
+    report = ok(repo, "tick")
+    assert {c["task_id"]: c["state"] for c in report["children"]}[task] == "integrated", report
+    return report
+
+
+def rogue_commit(bare: Path, ref: str) -> str:
+    """A parentless commit someone else wrote to the remote's `ref` (a diverged value)."""
+    tree = git(bare, "rev-parse", f"{ref}^{{tree}}").strip()
+    commit = git(bare, "commit-tree", tree, "-m", "someone else").strip()
+    git(bare, "update-ref", ref, commit)
+    return commit
+
+
+@pytest.fixture
+def world(repo: Path, tmp_path: Path) -> dict[str, Path]:
+    """A coordinator with task a integrated (so evidence exists), a bare remote `origin`."""
+    write_initiative(repo, "demo", TASKS)
+    ok(repo, "start", "demo", "--yes", "--max-parallel", "2")
+    finish(repo, "a")
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    git(repo, "remote", "add", "origin", str(bare))
+    git(repo, "push", "-q", "origin", "main")
+    return {"repo": repo, "bare": bare, "tmp": tmp_path}
+
+
+def clone_of(world: dict[str, Path]) -> Path:
+    clone = world["tmp"] / "clone"
+    git(world["tmp"], "clone", "-q", str(world["bare"]), str(clone))
+    return clone
+
+
+def test_push_then_pull_round_trips_the_record_and_the_evidence(world):
+    repo, bare = world["repo"], world["bare"]
+    doc = ok(repo, "push")
+    assert set(statuses(doc).values()) == {"pushed"}
+    assert "refs/notes/lanes/evidence" in statuses(doc) and "refs/heads/imm/demo" in statuses(doc)
+    assert "refs/notes/lanes/lane/demo/a" in statuses(doc) and "refs/heads/imm-lane/demo/a" in statuses(doc)
+    assert refs(bare) == refs(repo)
+    clone = clone_of(world)
+    doc = ok(clone, "pull")
+    assert set(statuses(doc).values()) == {"pulled"}
+    assert refs(clone) == refs(repo)
+    assert git(clone, "show", "refs/notes/lanes/batch/demo:batch.json") == \
+        git(repo, "show", "refs/notes/lanes/batch/demo:batch.json")
+    head = git(repo, "rev-parse", "imm/demo").strip()
+    assert git(clone, "notes", "--ref=lanes/evidence", "show", head) == \
+        git(repo, "notes", "--ref=lanes/evidence", "show", head)
+    # fetched first into the separate namespace, never into refs/remotes or a branch directly
+    assert git(clone, "for-each-ref", "--format=%(refname)", "refs/lanes-remotes/origin/notes/lanes/batch/")
+    status = ok(clone, "status", "demo")
+    assert {c["task_id"]: c["state"] for c in status["children"]} == {"a": "integrated", "b": "pending"}
+
+
+def test_a_second_push_or_pull_with_nothing_new_moves_nothing(world):
+    repo, bare = world["repo"], world["bare"]
+    ok(repo, "push")
+    before = (refs(bare), refs(repo))
+    code, out, err = lanes(repo, "push")
+    assert code == 0, err
+    assert out.splitlines() and all(line.startswith("up_to_date: ") for line in out.splitlines())
+    assert (refs(bare), refs(repo)) == before
+    doc = ok(repo, "pull")
+    assert set(statuses(doc).values()) == {"up_to_date"}
+    assert (refs(bare), refs(repo)) == before
+
+
+def test_a_diverged_ref_is_remote_moved_for_push_and_pull_and_nobody_changes(world):
+    repo, bare = world["repo"], world["bare"]
+    ok(repo, "push")
+    clone = clone_of(world)
+    ok(clone, "pull")
+    ref = "refs/notes/lanes/batch/demo"
+    rogue = rogue_commit(bare, ref)
+    ours = refs(repo)[ref]
+    for side in (repo, clone):
+        code, doc = lanes_json(side, "push")
+        assert code == 1 and statuses(doc)[ref] == "remote_moved", doc
+        assert refs(bare)[ref] == rogue and refs(side)[ref] == ours
+        code, doc = lanes_json(side, "pull")
+        assert code == 1 and statuses(doc)[ref] == "remote_moved", doc
+        assert refs(bare)[ref] == rogue and refs(side)[ref] == ours
+    code, out, err = lanes(repo, "pull")
+    assert code == 1 and f"remote_moved: {ref}" in out and "not pulled" in err
+
+
+def test_pull_never_moves_a_checked_out_branch(world):
+    repo = world["repo"]
+    ok(repo, "push")
+    clone = clone_of(world)
+    ok(clone, "pull")
+    worktree = world["tmp"] / "clone-wt"
+    git(clone, "worktree", "add", "-q", str(worktree), "imm/demo")
+    old = refs(clone)["refs/heads/imm/demo"]
+    finish(repo, "b")
+    ok(repo, "push")
+    code, doc = lanes_json(clone, "pull")
+    assert code == 0, doc
+    got = statuses(doc)
+    assert got["refs/heads/imm/demo"] == "checked_out"
+    assert refs(clone)["refs/heads/imm/demo"] == old
+    assert got["refs/notes/lanes/batch/demo"] == "pulled"
+    assert record_json(clone) == record_json(repo)
+    code, out, err = lanes(clone, "pull")
+    assert "checked_out: refs/heads/imm/demo" in out and "hint:" in err
+    # the user pulls it with git in that worktree; then git-lanes sees it up to date
+    git(worktree, "merge", "-q", "--ff-only", "refs/lanes-remotes/origin/heads/imm/demo")
+    assert statuses(ok(clone, "pull"))["refs/heads/imm/demo"] == "up_to_date"
+
+
+def test_diverged_refs_are_filtered_out_before_the_atomic_push(world):
+    """A remote_moved ref is never part of the push, so it does not sink the refs that can go."""
+    repo, bare = world["repo"], world["bare"]
+    ok(repo, "push")
+    ref = "refs/notes/lanes/batch/demo"
+    rogue = rogue_commit(bare, ref)
+    finish(repo, "b")
+    code, doc = lanes_json(repo, "push")
+    assert code == 1
+    got = statuses(doc)
+    assert got[ref] == "remote_moved" and refs(bare)[ref] == rogue
+    for pushed in ("refs/heads/imm/demo", "refs/notes/lanes/evidence", "refs/notes/lanes/lane/demo/b"):
+        assert got[pushed] == "pushed" and refs(bare)[pushed] == refs(repo)[pushed]
+
+
+def test_a_lease_that_fails_during_the_push_pushes_nothing(world, monkeypatch):
+    """The remote moves between the fetch and the push: the lease on that ref fails and, the push
+    being atomic, no other ref is pushed either."""
+    from git_lanes.gitio import Git
+
+    repo, bare = world["repo"], world["bare"]
+    ok(repo, "push")
+    finish(repo, "b")
+    before = refs(bare)
+    raced = "refs/notes/lanes/evidence"
+    real_run = Git.run
+
+    def racing_run(self, *args, **kw):
+        if args and args[0] == "push":
+            rogue_commit(bare, raced)
+        return real_run(self, *args, **kw)
+
+    monkeypatch.setattr(Git, "run", racing_run)
+    code, doc = lanes_json(repo, "push")
+    monkeypatch.undo()
+    assert code == 1
+    sent = [r for r in doc["refs"] if r["status"] != "up_to_date"]
+    assert len(sent) >= 3 and all(r["status"] == "rejected" for r in sent), doc
+    assert "stale info" in next(r["message"] for r in sent if r["ref"] == raced)
+    after = refs(bare)
+    assert after.pop(raced) != before.pop(raced)
+    assert after == before, "an atomic push with a failed lease pushed something"
+
+
+def test_push_replaces_a_value_this_repository_wrote_before(world):
+    """The coordinator's lane commit replaces the executor's tip (not a fast-forward): the remote's
+    value is one the ref held here, so it is pushed, with a lease on exactly that value."""
+    repo, bare = world["repo"], world["bare"]
+    lane = provision(repo, "b")
+    deliver(str(lane), {"src/b/out.txt": "b\n"})
+    git(lane, "add", "-A")
+    git(lane, "commit", "-q", "-m", "executor work")
+    ok(repo, "push")
+    ref = "refs/heads/imm-lane/demo/b"
+    executor_tip = refs(bare)[ref]
+    finish(repo, "b", lane)
+    assert refs(repo)[ref] != executor_tip
+    doc = ok(repo, "push")
+    item = next(r for r in doc["refs"] if r["ref"] == ref)
+    assert item["status"] == "pushed" and item.get("rewound") is True and item["remote"] == executor_tip
+    assert refs(bare)[ref] == refs(repo)[ref]
+
+
+def test_pull_does_not_recreate_a_released_lane(world):
+    repo = world["repo"]
+    ok(repo, "push")
+    assert ok(repo, "release", "a")["released"]
+    assert "refs/heads/imm-lane/demo/a" not in refs(repo)
+    doc = ok(repo, "pull")
+    assert statuses(doc)["refs/heads/imm-lane/demo/a"] == "released"
+    assert "refs/heads/imm-lane/demo/a" not in refs(repo)
+
+
+def test_join_creates_the_lane_in_another_clone_and_its_branch_travels_back(world):
+    repo = world["repo"]
+    ok(repo, "push")
+    clone = clone_of(world)
+    ok(clone, "pull")
+    base = next(h["base_head"] for h in ok(clone, "status", "demo")["handoffs"]
+                if h.get("action") == "provision" and h["task_id"] == "b")
+    target = world["tmp"] / "joined-b"
+    doc = ok(clone, "join", "demo", "b", "--path", str(target))
+    assert doc["lane_branch"] == "imm-lane/demo/b" and doc["base_head"] == base and doc["admitted"] is False
+    assert os.path.realpath(doc["lane_path"]) == os.path.realpath(target)
+    assert git(target, "symbolic-ref", "HEAD").strip() == "refs/heads/imm-lane/demo/b"
+    assert git(target, "rev-parse", "HEAD").strip() == base
+    # the coordinator has not admitted it: the lane commands say so (SPEC §14 admission from refs is not built)
+    code, out, err = lanes(target, "task")
+    assert code == 2 and "has no lane" in err
+    # its branch travels back by push
+    deliver(str(target), {"src/b/out.txt": "b\n"})
+    git(target, "add", "-A")
+    git(target, "commit", "-q", "-m", "work on b")
+    doc = ok(clone, "push")
+    assert statuses(doc)["refs/heads/imm-lane/demo/b"] == "pushed"
+    doc = ok(repo, "pull")
+    assert statuses(doc)["refs/heads/imm-lane/demo/b"] == "pulled"
+    assert refs(repo)["refs/heads/imm-lane/demo/b"] == refs(clone)["refs/heads/imm-lane/demo/b"]
+    # joining twice, or a task without a provision handoff, is refused
+    code, out, err = lanes(clone, "join", "demo", "b", "--path", str(world["tmp"] / "again"))
+    assert code == 1 and "batch_lane_branch_exists" in err
+    code, out, err = lanes(clone, "join", "demo", "a")
+    assert code == 1 and "batch_lane_unknown_child" in err
+
+
+def test_join_refuses_where_the_coordinator_lives_and_before_a_pull(world):
+    code, out, err = lanes(world["repo"], "join", "demo", "b")
+    assert code == 2 and "git lanes provision b" in err
+    clone = clone_of(world)
+    code, out, err = lanes(clone, "join", "demo", "b")
+    assert code == 2 and "git lanes pull" in err
+
+
+def test_a_path_remote_and_a_missing_remote(world):
+    repo, bare = world["repo"], world["bare"]
+    doc = ok(repo, "push", str(bare))
+    assert set(statuses(doc).values()) == {"pushed"}
+    assert git(repo, "for-each-ref", "--format=%(refname)", "refs/lanes-remotes/").startswith("refs/lanes-remotes/url-")
+    code, out, err = lanes(repo, "push", "nowhere")
+    assert code == 2 and "no remote 'nowhere'" in err

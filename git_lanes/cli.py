@@ -633,6 +633,7 @@ def push_cmd(remote, as_json) -> None:
 
     doc = push(_session(), remote)
     _emit_json(doc) if as_json else [_say(f"{r['status']}: {r['ref']}") for r in doc["refs"]]
+    _replication_outcome(doc, "pushed")
 
 
 @cli.command("pull")
@@ -644,6 +645,38 @@ def pull_cmd(remote, as_json) -> None:
 
     doc = pull(_session(), remote)
     _emit_json(doc) if as_json else [_say(f"{r['status']}: {r['ref']}") for r in doc["refs"]]
+    _replication_outcome(doc, "pulled")
+
+
+def _replication_outcome(doc: dict, verb: str) -> None:
+    """Hints for what is left to do; exit 1 when a ref diverged or was rejected."""
+    statuses = [r["status"] for r in doc["refs"]]
+    if "checked_out" in statuses:
+        _err("hint", "a branch checked out in a worktree is never moved by git lanes pull; "
+                     "pull it with git in that worktree")
+    if "remote_ahead" in statuses:
+        _err("hint", "the remote holds newer values of some refs; run 'git lanes pull' first")
+    bad = [r["ref"] for r in doc["refs"] if r["status"] in ("remote_moved", "rejected")]
+    if bad:
+        _err("error", f"{len(bad)} ref(s) not {verb} (diverged or rejected): " + ", ".join(bad))
+        raise Fail(1)
+
+
+@cli.command("join")
+@click.argument("slug", shell_complete=_complete_slugs)
+@click.argument("task", shell_complete=_complete_tasks)
+@click.option("--path", "path", type=click.Path(), default=None, help="Where the lane worktree goes.")
+@json_option
+def join_cmd(slug, task, path, as_json) -> None:
+    """Create, in another clone, the lane a pulled provision handoff names."""
+    from .remote import join
+
+    doc = join(_session(), slug, task, path)
+    if as_json:
+        _emit_json(doc)
+    else:
+        _say(f"joined {doc['task_id']}: {doc['lane_path']} on {doc['lane_branch']} at {doc['base_head'][:12]}")
+        _err("hint", "commit in the lane and 'git lanes push'; the coordinator has not admitted it")
 
 
 # -- introspection -------------------------------------------------------------------------------

@@ -337,6 +337,8 @@ class BatchStore:
 
 # -- lane records ---------------------------------------------------------------------------
 
+_LANE_RECORDS: dict[str, LaneRecord] = {}   # state commit -> the lane record it holds
+
 class LaneStore:
     """Lane records: written only by commands run in that lane (one writer per ref)."""
 
@@ -352,6 +354,16 @@ class LaneStore:
         tip = self.git.resolve(self.ref(slug, task_id))
         if tip is None:
             return None, None
+        cached = _LANE_RECORDS.get(tip)
+        if cached is not None:  # a state commit never changes: neither does the record it holds
+            return cached.model_copy(deep=True), tip
+        record = self._parse(slug, task_id, tip)
+        if len(_LANE_RECORDS) >= 1024:
+            _LANE_RECORDS.clear()
+        _LANE_RECORDS[tip] = record
+        return record.model_copy(deep=True), tip
+
+    def _parse(self, slug: str, task_id: str, tip: str) -> LaneRecord:
         try:
             store = self.git.repo.object_store
             root = store[store[tip.encode()].tree]
@@ -359,7 +371,7 @@ class LaneStore:
             attempts = store[root[b"attempts"][1]] if b"attempts" in root else None
             data["qa_attempts"] = [json.loads(store[e.sha].data)
                                    for e in sorted(attempts.iteritems(), key=lambda e: e.path)] if attempts else []
-            return LaneRecord.model_validate(data), tip
+            return LaneRecord.model_validate(data)
         except ValidationError as exc:
             raise CorruptRecord(f"lane record {slug}/{task_id}: contract error: {_one_line(exc)}") from None
         except (KeyError, ValueError, AttributeError) as exc:

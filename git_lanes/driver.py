@@ -759,7 +759,7 @@ class Driver:
         if head is None or (wt is not None and wt.head == head):
             return
         try:
-            s.git.run("merge", "--ff-only", "-q", head, cwd=self.spares[task])
+            s.git.run("-c", "maintenance.auto=false", "merge", "--ff-only", "-q", head, cwd=self.spares[task])
         except LanesError:
             pass   # it stays where it is: still a valid base
 

@@ -167,8 +167,7 @@ def plan_cmd(slug: str, max_parallel: int, as_json: bool) -> None:
         raise usage("HEAD has no commit yet; the plan is read from HEAD")
     plan = s.plan_at(head, slug)
     doc = plan.to_json(max_parallel)
-    if s.git.toplevel and s.git.status(untracked="all") and any(
-            e.path.startswith(f".lanes/{slug}/") for e in s.git.status()):
+    if s.git.toplevel and any(e.path.startswith(f".lanes/{slug}/") for e in s.git.status()):
         _err("warning", f"the working tree differs from HEAD under .lanes/{slug}/; the plan shown is HEAD's")
     if as_json:
         _emit_json(doc)

@@ -246,9 +246,6 @@ class BatchRecord(_Model):
         done = [c for c in self.children if c.state in DONE and c.commit]
         return [c.commit for c in sorted(done, key=lambda c: (c.settled_at or "", self.children.index(c)))]
 
-    def head_commits(self) -> list[str]:
-        return self.commits()
-
     def referenced_commits(self) -> set[str]:
         """Objects the record keeps reachable: lane commits, executor commits, archived tips."""
         refs: set[str] = set()

@@ -67,6 +67,7 @@ def prepare(s: Session, slug: str, o: StartOptions) -> Prepared:
     """Every preflight of SPEC §6, in order; nothing is written."""
     check_id(slug, "slug")
     git = s.git
+    git.require_version()  # merge-tree --write-tree needs Git >= 2.38
     if git.toplevel is None:
         raise refused("batch_not_toplevel", "start needs a working tree (this is a bare repository or a .git directory)")
     if os.path.realpath(s.git.cwd) != os.path.realpath(git.toplevel) and o.worktree is None:

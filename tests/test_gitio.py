@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
@@ -132,3 +133,16 @@ def test_ident_falls_back_without_identity(repo, monkeypatch):
 
 def test_zero_oid_shape():
     assert ZERO_OID == "0" * 40
+
+
+def test_an_old_git_is_refused_with_the_version_named(repo, tmp_path, monkeypatch):
+    real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True).stdout.strip()
+    shim = tmp_path / "bin" / "git"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\n[ "$*" = "version" ] && {{ echo "git version 2.30.1"; exit 0; }}\nexec {real} "$@"\n')
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(LanesError) as exc:
+        Git(repo).require_version()
+    assert exc.value.exit_code == ExitCode.FATAL
+    assert "needs git >= 2.38 (found 2.30)" in exc.value.detail

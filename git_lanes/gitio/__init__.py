@@ -284,11 +284,6 @@ class Git:
                 entries.append(StatusEntry(xy=item[:2], path=item[3:]))
         return entries
 
-    def head_of(self, worktree: str) -> tuple[str | None, str | None]:
-        """(HEAD oid or None if unborn, full branch ref or None if detached) of a worktree."""
-        proc = self.run("symbolic-ref", "-q", "HEAD", cwd=worktree, check=False)
-        branch = proc.stdout.decode().strip() or None if proc.returncode == 0 else None
-        return self.rev_parse("HEAD", cwd=worktree), branch
 
 
 def _config_key(key: str) -> str:

@@ -139,7 +139,7 @@ def test_an_old_git_is_refused_with_the_version_named(repo, tmp_path, monkeypatc
     real = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True).stdout.strip()
     shim = tmp_path / "bin" / "git"
     shim.parent.mkdir()
-    shim.write_text(f'#!/bin/sh\n[ "$*" = "version" ] && {{ echo "git version 2.30.1"; exit 0; }}\nexec {real} "$@"\n')
+    shim.write_text(f'#!/bin/sh\ncase "$*" in *version) echo "git version 2.30.1"; exit 0;; esac\nexec {real} "$@"\n')
     shim.chmod(0o755)
     monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
     with pytest.raises(LanesError) as exc:

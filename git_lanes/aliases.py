@@ -34,32 +34,20 @@ ALIASES: dict[str, str] = {
 RECORD_KEY = "lanes.installedAlias"
 
 
-def _config(git: Any, *args: str, check: bool = True) -> list[str]:
-    """Run `git config ARGS`; the values printed (none when the key is absent)."""
-    proc = git.run("config", *args, check=False, safe=False)
-    if proc.returncode == 1 and not proc.stderr.strip():  # key not found
-        return []
-    if proc.returncode != 0 and check:
-        from .gitio import GitError
-
-        raise GitError(["git", "config", *args], proc.returncode, proc.stderr.decode("utf-8", "replace"))
-    return proc.stdout.decode("utf-8", "surrogateescape").splitlines()
-
-
 def _effective(git: Any, name: str) -> str | None:
     """The alias value Git would use (any scope, `git -c` included)."""
-    values = _config(git, "--get", f"alias.{name}")
+    values = git.config_values("--get", f"alias.{name}")
     return values[-1] if values else None
 
 
 def _local(git: Any, name: str) -> str | None:
-    values = _config(git, "--local", "--get", f"alias.{name}")
+    values = git.config_values("--get", f"alias.{name}", scope="local")
     return values[-1] if values else None
 
 
 def _installed(git: Any) -> list[str]:
     seen: list[str] = []
-    for name in _config(git, "--local", "--get-all", RECORD_KEY):
+    for name in git.config_values("--get-all", RECORD_KEY, scope="local"):
         if name and name not in seen:
             seen.append(name)
     return seen
@@ -98,9 +86,9 @@ def _install(git: Any, warn) -> list[str]:
     for name, value in ALIASES.items():
         current = _effective(git, name)
         if current is None:
-            _config(git, "--local", f"alias.{name}", value)
+            git.config_write(f"alias.{name}", value)
             if name not in installed:
-                _config(git, "--local", "--add", RECORD_KEY, name)
+                git.config_write("--add", RECORD_KEY, name)
                 installed.append(name)
             lines.append(f"installed alias.{name} = {value}")
         elif current != value:
@@ -118,11 +106,11 @@ def _uninstall(git: Any, warn) -> list[str]:
         value = ALIASES.get(name)
         current = _local(git, name)
         if current is not None and current == value:
-            _config(git, "--local", "--unset-all", f"alias.{name}")
+            git.config_write("--unset-all", f"alias.{name}")
             lines.append(f"removed alias.{name} = {value}")
         elif current is not None:
             warn(f"alias.{name} was changed to '{current}' since it was installed; leaving it")
-        _config(git, "--local", "--fixed-value", "--unset-all", RECORD_KEY, name)
+        git.config_write("--fixed-value", "--unset-all", RECORD_KEY, name)
     if not lines:
         lines.append("no alias installed by git-lanes")
     return lines

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import authority
 from .errors import LanesError
-from .integrate import paths_outside_scope
+from .ids import check_id
 from .model import BatchRecord, Child
+from .scope import outside_scope
 from .session import LANE_PREFIX, Session
 
 _ORDER = ("unknown_lane_branch", "stale_lane", "lane_moved", "lane_base_mismatch", "outside_scope")
@@ -31,30 +31,9 @@ def _short(oid: str | None) -> str:
 
 def _parents(s: Session, commit: str) -> list[str] | None:
     try:
-        return [p.decode() for p in s.git.repo.object_store[commit.encode()].parents]
-    except (KeyError, AttributeError):
+        return list(s.git.odb.commit(commit).parents)
+    except LanesError:
         return None
-
-
-def _outside(s: Session, record: BatchRecord, child: Child, tip: str) -> list[str]:
-    """Paths the branch changes (vs the lane base) outside the child's effective scope."""
-    lane = child.lane
-    assert lane is not None
-    intent = authority.effective_intent(s, record, child.task_id)
-    outside = paths_outside_scope(s.git, lane.base_head, tip, list(intent.scope))
-    own = record.intent_identities.get(child.task_id)
-    rev = authority.last_revision(record, child.task_id)
-    if own is not None and rev is not None and own.intent_path in outside:
-        from dulwich.object_store import tree_lookup_path
-
-        store = s.git.repo.object_store
-        try:
-            _mode, sha = tree_lookup_path(store.__getitem__, store[tip.encode()].tree, own.intent_path.encode())
-            if store[sha].data == rev.intent_text.encode():
-                outside.remove(own.intent_path)  # the approved revision's own intent file
-        except Exception:
-            pass
-    return outside
 
 
 def _check_lane(s: Session, record: BatchRecord, child: Child, branch: str, tip: str) -> list[dict[str, str]]:
@@ -78,13 +57,13 @@ def _check_lane(s: Session, record: BatchRecord, child: Child, branch: str, tip:
             found.append(_finding("lane_base_mismatch", branch,
                                   f"lane commit {_short(commit)} of {child.task_id} has parent(s) {shown}, "
                                   f"not the recorded lane base {_short(lane.base_head)}"))
-    elif tip != lane.base_head and not (s.git.has_object(lane.base_head) and s.git.is_ancestor(lane.base_head, tip)):
+    elif tip != lane.base_head and not (s.git.odb.has(lane.base_head) and s.git.odb.is_ancestor(lane.base_head, tip)):
         found.append(_finding("lane_base_mismatch", branch,
                               f"{branch} at {_short(tip)} does not descend from the recorded lane base "
                               f"{_short(lane.base_head)} of {child.task_id}"))
-    if s.git.has_object(lane.base_head):
+    if s.git.odb.has(lane.base_head):
         try:
-            outside = _outside(s, record, child, tip)
+            outside = outside_scope(s, record, child.task_id, lane.base_head, tip)
         except LanesError as exc:
             found.append(_finding("outside_scope", branch,
                                   f"the scope of {child.task_id} cannot be read: {exc.detail}"))
@@ -122,11 +101,9 @@ def _check_branch(s: Session, records: dict[str, BatchRecord | None], branch: st
 def audit(s: Session, slug: str | None) -> list[dict[str, Any]]:
     """Every `imm-lane/*` branch (only `imm-lane/<slug>/*` with a slug) checked against the records."""
     if slug is not None:
-        from .plan import check_id
-
         check_id(slug, "slug")
     prefix = LANE_PREFIX + (f"{slug}/" if slug is not None else "")
-    branches = {ref[len("refs/heads/"):]: oid for ref, oid in s.git.refs_under(prefix).items()}
+    branches = {ref[len("refs/heads/"):]: oid for ref, oid in s.git.refs.under(prefix).items()}
     slugs = [slug] if slug is not None else s.batches.slugs()
     records: dict[str, BatchRecord | None] = {}
     for name in slugs:

@@ -6,7 +6,8 @@ from functools import lru_cache
 
 from .errors import LanesError
 from .model import BatchRecord, Revision
-from .plan import Intent, ParsedIntent, Plan, parse_intent
+from .intent import Intent, ParsedIntent, parse_intent
+from .plan import Plan
 from .session import Session
 
 

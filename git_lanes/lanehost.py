@@ -1,17 +1,18 @@
-"""Where a lane lives: the one small abstraction between the coordinator and a lane.
+"""Where a lane lives: the one seam between the coordinator and a lane.
 
-Today every lane is a linked worktree of this repository (`LocalLanes`). SPEC §14 adds lanes
-in other clones, observed from refs alone; they will implement the same methods.
+Today every lane is a linked worktree of this repository (`LocalLanes`), observed through the
+worktree list the command took after its lock. SPEC §14 adds lanes in other clones, observed from
+refs alone; they implement the same methods.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Callable
 
 from .decisions.admission import LaneFacts
 from .session import Session
-
 
 _CLEAN: set[tuple[str, str]] = set()
 
@@ -31,7 +32,7 @@ class LocalLanes:
         self.git = session.git
 
     def presence(self, path: str) -> Presence:
-        wt = self.s.worktree_at(path)
+        wt = self.s.worktree_at(path) if path else None
         if wt is None or not os.path.isdir(path):
             return Presence(False, None, None)
         return Presence(True, wt.branch, wt.head)
@@ -55,21 +56,18 @@ class LocalLanes:
 
         return snapshot_tree(self.git, path)
 
-    def facts(self, path: str, *, coordinator: str, expected_branch: str, base_ok, occupied) -> LaneFacts:
+    def facts(self, path: str, *, coordinator: str, expected_branch: str, base_ok: Callable[[str], bool],
+              occupied: Callable[[str], str | None]) -> LaneFacts:
         """Gather the admission facts of §6.1 from Git alone, stopping at the first failure."""
         real = os.path.realpath(path)
         wt = self.s.worktree_at(real) if os.path.isdir(real) else None
         is_root = wt is not None and os.path.realpath(wt.path) == real and not wt.bare
-        facts = LaneFacts(real_path=real, is_worktree_root=is_root, is_coordinator=False, branch=None,
-                          head=None, base_ok=False, dirty=True, occupied_by=None)
         if not is_root:
-            return facts
+            return LaneFacts(real, False, False, None, None, False, True, None)
         if real == os.path.realpath(coordinator):
             return LaneFacts(real, True, True, None, None, False, True, None)
         facts = LaneFacts(real, True, False, wt.branch, wt.head, False, True, None)
-        if wt.branch != "refs/heads/" + expected_branch or wt.head is None:
-            return facts
-        if not base_ok(wt.head):
+        if wt.branch != "refs/heads/" + expected_branch or wt.head is None or not base_ok(wt.head):
             return facts
         dirty = bool(self.git.status(cwd=real))
         return LaneFacts(real, True, False, wt.branch, wt.head, True, dirty, occupied(real))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from .authority import effective_parsed, last_revision
 from .checks import child_env, run_checks
@@ -17,6 +17,7 @@ from .errors import refused, usage
 from .model import BatchRecord, Child, GaveUp, Intervention, LaneRecord, QaAttempt
 from .session import Session
 from .snapshot import changed_paths, snapshot_tree
+from .store import lane_lock
 
 MAX_GIVE_UP_TEXT = 4000
 
@@ -62,12 +63,22 @@ class LaneContext:
             return self.lane_record
         return LaneRecord(batch_id=self.record.batch_id, task_id=self.task_id, run_id=self.child.lane.run_id)
 
-    def write(self, lane_record: LaneRecord, summary: str) -> LaneRecord:
-        """Compare-and-swap the lane record, one `record_revision` up."""
-        lane_record = lane_record.model_copy(update={"record_revision": lane_record.record_revision + 1})
-        self.lane_commit = self.session.lanes.write(self.slug, lane_record, self.lane_commit, summary)
-        self.lane_record = lane_record
-        return lane_record
+    def update(self, change: Callable[[LaneRecord], LaneRecord | None], summary: str) -> LaneRecord:
+        """The lane record's transaction: under the lane's lock, read this run's record again,
+        apply `change` (None: nothing to write), compare-and-swap it one `record_revision` up."""
+        s = self.session
+        with lane_lock(s.git, self.slug, self.task_id, warn=s.warn):
+            record, tip = s.lanes.read(self.slug, self.task_id)
+            if record is not None and record.run_id != self.child.lane.run_id:
+                record = None  # a restarted lane starts a fresh record
+            self.lane_record, self.lane_commit = record, tip
+            changed = change(self.current())
+            if changed is None:
+                return self.current()
+            changed = changed.model_copy(update={"record_revision": changed.record_revision + 1})
+            self.lane_commit = s.lanes.write(self.slug, changed, tip, summary, at=s.clock())
+            self.lane_record = changed
+            return changed
 
     def interventions(self) -> list[Intervention]:
         """This lane's instructions and corrections, oldest first."""
@@ -105,19 +116,17 @@ def inbox(session: Session, ack: bool = False) -> list[dict[str, Any]]:
     """`git lanes inbox`: this lane's interventions, oldest first; `ack` marks them all read."""
     ctx = LaneContext.load(session)
     items = _inbox_items(ctx)
-    current = ctx.current()
-    if ack and current.inbox_read != len(items):
-        ctx.write(current.model_copy(update={"inbox_read": len(items)}), f"inbox {ctx.task_id}: read {len(items)}")
+    if ack:
+        read = len(items)
+        ctx.update(lambda rec: None if rec.inbox_read == read else rec.model_copy(update={"inbox_read": read}),
+                   f"inbox {ctx.task_id}: read {read}")
     return items
 
 
-def _author_ident(session: Session, worktree: str) -> str | None:
-    """`Name <email>` from `git var GIT_AUTHOR_IDENT`, or None."""
-    proc = session.git.run("var", "GIT_AUTHOR_IDENT", cwd=worktree, check=False, safe=False)
-    text = proc.stdout.decode("utf-8", "replace").strip()
-    if proc.returncode != 0 or ">" not in text:
-        return None
-    return text.split(">", 1)[0] + ">"
+def _author_ident(session: Session) -> str | None:
+    """`Name <email>` of `git var GIT_AUTHOR_IDENT` in the lane, or None."""
+    ident = session.git.ident_or_none("AUTHOR")
+    return f"{ident[0]} <{ident[1]}>" if ident else None
 
 
 def _write_intent_file(worktree: str, path: str, text: str) -> None:
@@ -147,7 +156,7 @@ def done(session: Session) -> dict[str, Any]:
     if source == "revision":
         _write_intent_file(ctx.worktree, parsed.path, last_revision(ctx.record, ctx.task_id).intent_text)
     tree = snapshot_tree(git, ctx.worktree)
-    if tree == git.out("rev-parse", f"{lane.base_head}^{{tree}}"):
+    if tree == git.odb.tree_of(lane.base_head):
         raise refused("nothing_to_deliver", "nothing to deliver")
     env = child_env(os.environ, git.local_env_vars, slug=ctx.slug, batch=ctx.record.batch_id, task=ctx.task_id)
     results = run_checks([(a.id, a.check, a.timeout_s) for a in parsed.intent.acceptance],
@@ -158,10 +167,9 @@ def done(session: Session) -> dict[str, Any]:
         note = "checks changed the delivery: " + ", ".join(changed_paths(git, tree, after))
     passed = note is None and all(r.passed for r in results)
     attempt = QaAttempt(at=session.clock(), tree=tree, passed=passed, results=[r.to_json() for r in results],
-                        author_ident=_author_ident(session, ctx.worktree), note=note)
-    current = ctx.current()
-    ctx.write(current.model_copy(update={"qa_attempts": [*current.qa_attempts, attempt]}),
-              f"done {ctx.task_id}: {'passed' if passed else 'failed'}")
+                        author_ident=_author_ident(session), note=note)
+    ctx.update(lambda rec: rec.model_copy(update={"qa_attempts": [*rec.qa_attempts, attempt]}),
+               f"done {ctx.task_id}: {'passed' if passed else 'failed'}")
     result: dict[str, Any] = {"task_id": ctx.task_id, "passed": passed, "tree": tree,
                               "results": [r.to_json() for r in results]}
     if note:
@@ -175,5 +183,5 @@ def give_up(session: Session, text: str) -> dict[str, Any]:
         raise usage(f"the give-up message must be 1..{MAX_GIVE_UP_TEXT} characters and not blank")
     ctx = LaneContext.load(session)
     gave_up = GaveUp(at=session.clock(), text=text)
-    ctx.write(ctx.current().model_copy(update={"gave_up": gave_up}), f"give up {ctx.task_id}")
+    ctx.update(lambda rec: rec.model_copy(update={"gave_up": gave_up}), f"give up {ctx.task_id}")
     return {"task_id": ctx.task_id, "gave_up": gave_up.model_dump()}

@@ -37,7 +37,7 @@ class _Reader:
         self.filemode = self.git.config_bool("core.fileMode", True)
         fmt = (self.git.config_get("extensions.objectFormat") or "sha1").lower()
         self._hash = hashlib.sha256 if fmt == "sha256" else hashlib.sha1
-        self._trees: dict[str, bytes | None] = {}
+        self._present: dict[str, bool] = {}
 
     def _kind(self, kind: str) -> str:
         return "file" if kind == "exec" and not self.filemode else kind
@@ -65,28 +65,13 @@ class _Reader:
         kind = "exec" if st.st_mode & stat.S_IXUSR else "file"
         return Version(self._kind(kind), self.blob_id(data))
 
-    def _tree(self, commit: str) -> bytes | None:
-        if commit not in self._trees:
-            try:
-                self._trees[commit] = self.git.repo.object_store[commit.encode()].tree
-            except (KeyError, AttributeError):
-                self._trees[commit] = None
-        return self._trees[commit]
-
     def in_commit(self, commit: str, path: str) -> Version | None:
         """The version of `path` in `commit` (None: absent, or a tree or a submodule)."""
-        from dulwich.object_store import tree_lookup_path
-
-        tree = self._tree(commit)
-        if tree is None:
-            return None
-        store = self.git.repo.object_store
-        try:
-            mode, sha = tree_lookup_path(store.__getitem__, tree, os.fsencode(path))
-        except Exception:  # KeyError (absent) or NotTreeError (a file where a folder would be)
-            return None
-        kind = _TREE_KINDS.get(mode)
-        return Version(self._kind(kind), sha.decode()) if kind else None
+        if commit not in self._present:
+            self._present[commit] = self.git.odb.kind(commit) == "commit"
+        entry = self.git.odb.entry_at(commit, path) if self._present[commit] else None
+        kind = _TREE_KINDS.get(entry.mode) if entry is not None else None
+        return Version(self._kind(kind), entry.oid) if kind else None
 
 
 def _lane_commits(s: Session, child: Child) -> list[str]:
@@ -94,12 +79,11 @@ def _lane_commits(s: Session, child: Child) -> list[str]:
     lane = child.lane
     assert lane is not None
     commits: list[str] = []
-    tip = s.git.resolve("refs/heads/" + lane.branch)
+    tip = s.git.refs.resolve("refs/heads/" + lane.branch)
     if tip is not None and tip != lane.base_head:
-        listed = s.git.out("rev-list", f"{tip}", f"^{lane.base_head}")
-        commits += [c for c in listed.split("\n") if c]
+        commits += s.git.odb.commits(tip, lane.base_head)
     for extra in [lane.lane_commit, *lane.executor_commits]:
-        if extra and extra not in commits and s.git.has_object(extra):
+        if extra and extra not in commits and s.git.odb.has(extra):
             commits.append(extra)
     return commits
 
@@ -149,22 +133,6 @@ def _stamp(at: str) -> str:
     return "".join(ch for ch in at if ch.isalnum() or ch in ".") or "restore"
 
 
-def _restore_patch(s: Session, coordinator: str, head: str, paths: list[str]) -> bytes:
-    """A binary patch that re-applies the leaked changes onto HEAD (`git apply` in the coordinator).
-
-    Built with a temporary index (HEAD plus the leaked files), so the coordinator's own index
-    is never touched.
-    """
-    with tempfile.TemporaryDirectory(prefix="git-lanes-restore.") as tmp:
-        env = {**s.git.env, "GIT_INDEX_FILE": os.path.join(tmp, "index")}
-        s.git.run("read-tree", head, cwd=coordinator, env=env)
-        data = b"".join(os.fsencode(p) + b"\0" for p in paths)
-        s.git.run("update-index", "--add", "-z", "--stdin", cwd=coordinator, env=env, input=data)
-        return s.git.run("diff", "--cached", "--binary", "--full-index", "--no-renames", "--no-ext-diff",
-                         "--no-textconv", "--no-color", "--src-prefix=a/", "--dst-prefix=b/", head,
-                         cwd=coordinator, env=env).stdout
-
-
 def _undo_text(backup: str, coordinator: str) -> list[str]:
     return [
         "git-lanes proved that these files in the coordinator were written by a lane (their bytes equal "
@@ -195,7 +163,7 @@ def write_backup(s: Session, record: BatchRecord, at: str, head: str, proven: li
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             shutil.copy2(src, dst, follow_symlinks=False)
         with open(os.path.join(tmp, "restore.patch"), "wb") as f:
-            f.write(_restore_patch(s, coordinator, head, [p.path for p in proven]))
+            f.write(s.git.work.binary_patch(coordinator, head, [p.path for p in proven]))
         doc = {
             "batch_id": record.batch_id,
             "at": at,
@@ -232,14 +200,6 @@ def _remove_untracked(coordinator: str, paths: Iterable[str]) -> None:
             folder = os.path.dirname(folder)
 
 
-def _checkout(s: Session, coordinator: str, paths: list[str]) -> None:
-    if not paths:
-        return
-    data = b"".join(os.fsencode(p) + b"\0" for p in paths)
-    s.git.run("--literal-pathspecs", "checkout", "--pathspec-from-file=-", "--pathspec-file-nul",
-              cwd=coordinator, input=data)
-
-
 def restore_leaks(s: Session, record: BatchRecord, at: str) -> Restore | None:
     """None when the coordinator is clean; refuses `working_tree_unstaged` on anything unprovable."""
     coordinator = record.coordinator
@@ -262,6 +222,6 @@ def restore_leaks(s: Session, record: BatchRecord, at: str) -> Restore | None:
             raise refused("working_tree_unstaged", f"{p.path}: it changed while git-lanes was restoring it; "
                                                    "tick again")
     _remove_untracked(coordinator, [p.path for p in proven if p.kind == "untracked"])
-    _checkout(s, coordinator, [p.path for p in proven if p.kind == "modified"])
+    s.git.work.checkout_paths(coordinator, [p.path for p in proven if p.kind == "modified"])
     return Restore(at=at, backup=backup,
                    paths=[RestorePath(path=p.path, kind=p.kind, lane_task_id=p.lane_task_id) for p in proven])

@@ -66,8 +66,9 @@ import os
 from typing import Any
 
 from .errors import LanesError, refused, usage
-from .gitio import Git, GitError, RefRaceError
-from .plan import check_id
+from .gitio import Git, RefRaceError
+from .gitio.transport import fetch_mirror, push_atomic
+from .ids import check_id
 from .session import Session, lane_branch
 
 FAMILIES = ("refs/notes/lanes/", "refs/heads/imm/", "refs/heads/imm-lane/")
@@ -101,8 +102,7 @@ def _remote(git: Git, remote: str) -> tuple[str, str]:
         raise usage(f"invalid remote '{remote}'")
     if git.config_get(f"remote.{remote}.url") is not None:
         name = remote
-        ok = git.run("check-ref-format", f"{TRACKING_ROOT}{name}/x", check=False).returncode == 0
-        if ok:
+        if git.refs.valid_name(f"{TRACKING_ROOT}{name}/x"):
             return remote, f"{TRACKING_ROOT}{name}/"
         return remote, f"{TRACKING_ROOT}url-{hashlib.sha256(remote.encode()).hexdigest()[:12]}/"
     target = remote
@@ -127,9 +127,8 @@ def _tracking(prefix: str, ref: str) -> str:
 def _fetch(git: Git, target: str, prefix: str) -> dict[str, str]:
     """Mirror the three families of the remote into the tracking namespace; {remote ref: oid}."""
     specs = [f"+{fam}*:{_tracking(prefix, fam)}*" for fam in FAMILIES]
-    git.run("fetch", "--quiet", "--no-tags", "--prune", "--atomic", "--no-write-fetch-head",
-            "--no-recurse-submodules", "--", target, *specs)
-    mirrored = git.refs_under(prefix.rstrip("/"))
+    fetch_mirror(git, target, specs)
+    mirrored = git.refs.under(prefix.rstrip("/"))
     return {"refs/" + name[len(prefix):]: oid for name, oid in mirrored.items()
             if name.startswith(prefix)}
 
@@ -137,25 +136,19 @@ def _fetch(git: Git, target: str, prefix: str) -> dict[str, str]:
 def _local(git: Git) -> dict[str, str]:
     values: dict[str, str] = {}
     for fam in FAMILIES:
-        values.update(git.refs_under(fam.rstrip("/")))
+        values.update(git.refs.under(fam.rstrip("/")))
     return {ref: oid for ref, oid in values.items() if ref.startswith(FAMILIES)}
 
 
 def _relation(git: Git, ours: str, theirs: str) -> str:
     """`ahead` (ours descends from theirs), `behind`, or `diverged` (incl. an unknown object)."""
-    if not (git.has_object(ours) and git.has_object(theirs)):
+    if not (git.odb.has(ours) and git.odb.has(theirs)):
         return "diverged"
-    if git.is_ancestor(theirs, ours):
+    if git.odb.is_ancestor(theirs, ours):
         return "ahead"
-    if git.is_ancestor(ours, theirs):
+    if git.odb.is_ancestor(ours, theirs):
         return "behind"
     return "diverged"
-
-
-def _held_before(git: Git, ref: str, oid: str) -> bool:
-    """Whether the local ref once held `oid` (its reflog says so): then we wrote that value."""
-    proc = git.run("reflog", "show", "--format=%H", ref, "--", check=False)
-    return proc.returncode == 0 and oid in proc.stdout.decode().split()
 
 
 def _item(ref: str, status: str, local: str | None, remote: str | None, **extra: Any) -> dict[str, Any]:
@@ -181,7 +174,7 @@ def push(s: Session, remote: str = "origin") -> dict[str, Any]:
             item = _item(ref, "pushed", ours, theirs)
         elif relation == "behind":
             item = _item(ref, "remote_ahead", ours, theirs)
-        elif _held_before(git, ref, theirs):
+        elif git.refs.held_before(ref, theirs):
             item = _item(ref, "pushed", ours, theirs, rewound=True)
         else:
             item = _item(ref, "remote_moved", ours, theirs)
@@ -194,14 +187,7 @@ def push(s: Session, remote: str = "origin") -> dict[str, Any]:
 
 
 def _atomic_push(git: Git, target: str, prefix: str, send: list[dict[str, Any]]) -> None:
-    argv = ["push", "--atomic", "--porcelain", "--no-verify", "--no-follow-tags", "--no-signed",
-            "--no-recurse-submodules"]
-    argv += [f"--force-with-lease={i['ref']}:{i['remote'] or ''}" for i in send]
-    argv += ["--", target] + [f"{i['local']}:{i['ref']}" for i in send]
-    proc = git.run(*argv, check=False)
-    lines = _porcelain(proc.stdout.decode("utf-8", "replace"))
-    if proc.returncode != 0 and not lines:
-        raise GitError(["git", *argv], proc.returncode, proc.stderr.decode("utf-8", "replace"))
+    lines = push_atomic(git, target, [(i["local"], i["ref"], i["remote"]) for i in send])
     for item in send:
         flag, summary = lines.get(item["ref"], ("!", "not reported by git push"))
         if flag == "!":
@@ -212,21 +198,9 @@ def _atomic_push(git: Git, target: str, prefix: str, send: list[dict[str, Any]])
     pushed = [i for i in send if i["status"] == "pushed"]
     if pushed:  # the tracking namespace mirrors what the remote now holds
         try:
-            git.update_refs([(_tracking(prefix, i["ref"]), i["local"], i["remote"]) for i in pushed],
-                            "git-lanes: push")
+            git.refs.update([(_tracking(prefix, i["ref"]), i["local"], i["remote"]) for i in pushed], "git-lanes: push")
         except RefRaceError:
             pass  # another fetch wrote it meanwhile: the next fetch mirrors the remote again
-
-
-def _porcelain(text: str) -> dict[str, tuple[str, str]]:
-    """{remote ref: (flag, summary)} from `git push --porcelain` output."""
-    result = {}
-    for line in text.splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 3 and len(parts[0]) == 1:
-            dst = parts[1].rpartition(":")[2]
-            result[dst] = (parts[0], parts[2].strip())
-    return result
 
 
 # -- pull -------------------------------------------------------------------------------------------
@@ -261,7 +235,7 @@ def pull(s: Session, remote: str = "origin", attempts: int = 5) -> dict[str, Any
         if not moves:
             return {"remote": remote, "refs": items}
         try:
-            git.update_refs(moves, f"git-lanes: pull from {remote}")
+            git.refs.update(moves, f"git-lanes: pull from {remote}")
         except RefRaceError:
             continue  # a local writer moved one meanwhile: classify again
         return {"remote": remote, "refs": items}
@@ -274,7 +248,7 @@ def _released_lane(s: Session, ref: str, theirs_all: dict[str, str]) -> bool:
         return False
     slug, _, task_id = ref[len(LANE_PREFIX):].partition("/")
     record_ref = s.batches.ref(slug)
-    for commit in (s.git.resolve(record_ref), theirs_all.get(record_ref)):
+    for commit in (s.git.refs.resolve(record_ref), theirs_all.get(record_ref)):
         if commit is None:
             continue
         try:
@@ -292,8 +266,8 @@ def _released_lane(s: Session, ref: str, theirs_all: dict[str, str]) -> bool:
 
 def join(s: Session, slug: str, task_id: str, path: str | None = None) -> dict[str, Any]:
     """Create, in this clone, the lane a provision handoff of the pulled batch record names."""
-    from .steward import create_lane
-    from .tick import Request, Tick
+    from .tick import status_report
+    from .workspace import create_lane
 
     check_id(slug, "slug")
     check_id(task_id, "task id")
@@ -305,7 +279,7 @@ def join(s: Session, slug: str, task_id: str, path: str | None = None) -> dict[s
     if coordinator is not None and coordinator.branch == "refs/heads/" + rec.branch:
         raise usage(f"this repository holds the coordinator of {slug}; "
                     f"create the lane with 'git lanes provision {task_id}'")
-    report = Tick(s, slug, Request(actor="status")).report_only()
+    report = status_report(s, slug)
     handoff = next((h for h in report["handoffs"]
                     if h.get("action") == "provision" and h["task_id"] == task_id), None)
     if handoff is None:

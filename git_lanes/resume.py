@@ -11,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from . import lifecycle
 from .errors import refused, usage
+from .ids import check_id
 from .lanehost import LocalLanes
 from .model import IN_FLIGHT, ArchivedLane, BatchRecord, Child, RevisionDelegation
-from .plan import check_id
 from .session import Session
-from .store import CorruptRecord, Snapshot, slug_lock
+from .store import CorruptRecord, Snapshot
 
 
 @dataclass
@@ -49,7 +50,7 @@ def _read(s: Session, slug: str) -> Snapshot:
 
 def recover(s: Session, rec: BatchRecord, child: Child) -> Recovery:
     """How a parked child comes back from what Git holds (state None: it cannot)."""
-    from .tick import obligation_after_pass
+    from .tick.observe import earlier_run, obligation_after_pass
 
     task = child.task_id
     lane = child.lane
@@ -66,15 +67,13 @@ def recover(s: Session, rec: BatchRecord, child: Child) -> Recovery:
     except CorruptRecord as exc:
         return Recovery(task, None, f"its lane record cannot be read ({exc.detail})")
     if lrec is not None and lrec.run_id != lane.run_id:
-        earlier = lrec.batch_id != rec.batch_id or any(
-            a.task_id == task and a.run_id == lrec.run_id for a in rec.archived_lanes)
-        if not earlier:
+        if not earlier_run(rec, child, lrec):
             return Recovery(task, None, f"its lane record belongs to run {lrec.run_id}, not {lane.run_id}")
         lrec = None
     if lrec is not None and lrec.gave_up is not None:
         return Recovery(task, None, f"its executor gave up ({lrec.gave_up.text})")
     if lane.lane_commit:
-        if not s.git.has_object(lane.lane_commit):
+        if not s.git.odb.has(lane.lane_commit):
             return Recovery(task, None, f"its lane commit {lane.lane_commit} is missing")
         return Recovery(task, "lane_committed", "its lane commit is recorded")
     if lrec is None or not lrec.qa_attempts:
@@ -151,36 +150,25 @@ def _archive(s: Session, child: Child, at: str) -> list[ArchivedLane]:
     lane = child.lane
     if lane is None:
         return []
-    tip = s.git.resolve("refs/heads/" + lane.branch)
+    tip = s.git.refs.resolve("refs/heads/" + lane.branch)
     keep = [tip] if tip else []
-    if lane.lane_commit and lane.lane_commit != tip and not (tip and s.git.is_ancestor(lane.lane_commit, tip)):
+    if lane.lane_commit and lane.lane_commit != tip and not (tip and s.git.odb.is_ancestor(lane.lane_commit, tip)):
         keep.append(lane.lane_commit)
     if not keep:
         keep.append(lane.base_head)  # nothing left of the lane; the entry still ends its run
     return [ArchivedLane(at=at, task_id=child.task_id, branch=lane.branch, tip=c, run_id=lane.run_id) for c in keep]
 
 
-def apply_resume(s: Session, plan: ResumePlan, delegate: bool | None, at: str) -> BatchRecord:
-    rec = plan.snap.record.model_copy(deep=True)
+def apply_resume(s: Session, rec: BatchRecord, plan: ResumePlan, delegate: bool | None, at: str) -> None:
+    """Free every parked child as planned; the batch runs again under the new confirmation."""
     for r in plan.recoveries:
         child = rec.child(r.task_id)
         assert child is not None
         if r.state == "pending":
             rec.archived_lanes.extend(_archive(s, child, at))
-            child.lane = None
-            child.settled_at = None
-            child.qa_attempts_seen = 0
-        elif r.state == "settled":
-            child.lane.attempt = r.attempt
-            child.settled_at = r.settled_at
-        child.state = r.state
-        child.reason = None
-        child.qa_failures = 0
-        child.correction_due = None
+        lifecycle.free(child, r.state, attempt=r.attempt, settled_at=r.settled_at)
     for task in plan.unblocked:
-        child = rec.child(task)
-        child.state = "pending"
-        child.reason = None
+        lifecycle.unblock(rec.child(task))
     if delegate is True:
         rec.revision_delegation = RevisionDelegation(confirmation_time=at)
     elif delegate is False:
@@ -189,7 +177,6 @@ def apply_resume(s: Session, plan: ResumePlan, delegate: bool | None, at: str) -
     rec.reason = None
     rec.confirmation_time = at
     rec.updated_at = at
-    return rec
 
 
 def resume(s: Session, slug: str, restart: list[str], delegate: bool | None,
@@ -204,17 +191,25 @@ def resume(s: Session, slug: str, restart: list[str], delegate: bool | None,
     if at <= recorded:
         raise refused("batch_confirmation_stale", f"the confirmation time {at} is not newer than the batch's "
                                                   f"recorded confirmation {recorded}; nothing was written")
-    with slug_lock(s.git, slug, warn=s.warn):
+    with s.transaction(slug, "resume", expect=plan.snap.commit) as tx:
         again = plan_resume(s, slug, restart)
-        if again.snap.commit != plan.snap.commit or _shape(again) != _shape(plan):
+        if _shape(again) != _shape(plan):
             raise refused("batch_busy", f"the record of {slug} moved while confirming; run resume again")
-        record = apply_resume(s, again, delegate, at)
+        apply_resume(s, tx.record, again, delegate, at)
         parts = [f"{r.task_id} {r.state}" for r in again.recoveries] + [f"{t} pending" for t in again.unblocked]
         if delegate is not None:
             parts.append("delegation " + ("granted" if delegate else "withdrawn"))
-        s.batches.write(again.snap, record, summary="resumed" + (": " + ", ".join(parts) if parts else ""),
-                        actor="resume")
-    return record
+        tx.write("resumed" + (": " + ", ".join(parts) if parts else ""), stamp=False)
+    return tx.record
+
+
+def resume_batch(s: Session, slug: str, restart: list[str], delegate: bool | None,
+                 confirm: Callable[[str], bool]):
+    """`git lanes resume`: resume, then a tick."""
+    from .tick import Request, run_tick
+
+    resume(s, slug, restart, delegate, confirm)
+    return run_tick(s, slug, Request(actor="resume"))
 
 
 def _shape(plan: ResumePlan) -> list:
@@ -246,13 +241,15 @@ def retire(s: Session, slug: str, confirm: Callable[[str], bool]) -> BatchRecord
             f"{rec.branch}.")
     if not confirm(text):
         raise refused("batch_confirmation_declined", "nothing was written")
-    with slug_lock(s.git, slug, warn=s.warn):
-        again = s.batches.read(slug)
-        if again is None or again.commit != snap.commit:
-            raise refused("batch_busy", f"the record of {slug} moved while confirming; run retire again "
-                                        "(nothing was written)")
-        record = again.record.model_copy(deep=True)
-        record.batch_state = "superseded"
-        record.updated_at = s.clock()
-        s.batches.write(again, record, summary=f"retired: {rec.batch_state} -> superseded", actor="retire")
-    return record
+    with s.transaction(slug, "retire", expect=snap.commit) as tx:
+        tx.record.batch_state = "superseded"
+        tx.write(f"retired: {rec.batch_state} -> superseded")
+    return tx.record
+
+
+def retire_batch(s: Session, slug: str, confirm: Callable[[str], bool]) -> dict:
+    """`git lanes retire`: retire, then the report of the stored record."""
+    from .tick import status_report
+
+    retire(s, slug, confirm)
+    return status_report(s, slug)

@@ -12,12 +12,13 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from .authority import approved, revision_intent
+from .authority import approved, effective_parsed
 from .decisions.revision import classify, decide, describe, fixed_refusals
 from .errors import LanesError, usage
 from .model import BatchRecord, IntentIdentity, Reseal, Revision
-from .plan import Intent, ParsedIntent, _load_toml, _validation_error, check_id, intent_doc_hash, parse_intent, \
-    plan_digest
+from .ids import check_id
+from .intent import Intent, ParsedIntent, intent_doc_hash, load_toml, parse_intent, validation_error
+from .plan import plan_digest
 from .session import Session
 
 REFUSED = "batch_revision_refused"
@@ -49,26 +50,15 @@ def read_request(task: str, path: str, *, yes: bool = False, interactive: bool =
             data = fh.read()
     except OSError as exc:
         raise usage(f"{path}: cannot read the intent file: {exc.strerror or exc}") from None
-    doc = _load_toml(path, data)
+    doc = load_toml(path, data)
     try:
         intent = Intent.model_validate(doc)
     except ValidationError as exc:
-        raise _validation_error(path, exc) from None
-    text = data.decode("utf-8")  # _load_toml proved it decodes
+        raise validation_error(path, exc) from None
+    text = data.decode("utf-8")  # load_toml proved it decodes
     parsed = ParsedIntent(intent=intent, doc=doc, path=path, content_hash=intent_doc_hash(doc))
     return RevisionRequest(task_id=task, file=path, text=text, parsed=parsed, yes=yes, interactive=interactive,
                            confirm=confirm)
-
-
-def current_intent(s: Session, record: BatchRecord, task_id: str) -> ParsedIntent:
-    """The effective intent: the last approved revision, else the authorized one (at the base)."""
-    parsed = revision_intent(record, task_id)
-    if parsed is not None:
-        return parsed
-    found = s.plan_at(record.base_head, record.slug).by_id(task_id)
-    if found is None:
-        raise LanesError(f"task {task_id} is not in the plan at {record.base_head[:12]}")
-    return found
 
 
 def _refusal(task_id: str, reason: str, fallback: str) -> dict[str, Any]:
@@ -92,7 +82,7 @@ def apply_revision(s: Session, record: BatchRecord, request: RevisionRequest, at
     if proposed.task_id != task_id:
         return _refusal(task_id, f"{task_id}: task_id changed ({request.file} names {proposed.task_id!r})",
                         f"keep task_id = \"{task_id}\" in the revised intent")
-    current = current_intent(s, record, task_id)
+    current, _ = effective_parsed(s, record, task_id)
     if proposed.revision <= current.intent.revision:
         return _refusal(task_id, f"{task_id}: revision {proposed.revision} does not raise the current revision "
                                  f"{current.intent.revision}",

@@ -2,30 +2,30 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Callable
 
 from .errors import ExitCode, LanesError, usage
-from .gitio import Git, Worktree
+from .gitio import BATCH_BRANCH_PREFIX, LANE_BRANCH_PREFIX, BatchBranch, Git, LaneBranch, Worktree, WorktreeList
+from .ids import check_id
 from .model import BatchRecord, now
-from .plan import Plan, check_id, load_plan
+from .plan import Plan, load_plan
 from .store import BatchStore, EvidenceNotes, LaneStore
 
-LANE_PREFIX = "refs/heads/imm-lane/"
-BATCH_PREFIX = "refs/heads/imm/"
+LANE_PREFIX = LANE_BRANCH_PREFIX
+BATCH_PREFIX = BATCH_BRANCH_PREFIX
 # Plans are pure functions of immutable objects: cached by (slug, tree id of .lanes/<slug>) and by
 # (slug, commit) so that the many effective-intent look-ups of a tick cost no object reads.
-_PLANS: dict[tuple[str, bytes], Plan] = {}
+_PLANS: dict[tuple[str, str], Plan] = {}
 _PLAN_OF_COMMIT: dict[tuple[str, str], Plan] = {}
 
 
 def batch_branch(slug: str) -> str:
-    return f"imm/{slug}"
+    return BatchBranch(slug).name
 
 
 def lane_branch(slug: str, task_id: str) -> str:
-    return f"imm-lane/{slug}/{task_id}"
+    return LaneBranch(slug, task_id).name
 
 
 def _warn_stderr(text: str) -> None:
@@ -37,86 +37,69 @@ class Session:
 
     def __init__(self, cwd: str | None = None, *, warn: Callable[[str], None] = _warn_stderr,
                  clock: Callable[[], str] = now, environ=None) -> None:
-        self.git = Git(cwd, environ)
+        self.git = Git(cwd, environ, warn=warn)
         self.warn = warn
         self.clock = clock
         self.batches = BatchStore(self.git)
         self.lanes = LaneStore(self.git)
         self.evidence = EvidenceNotes(self.git)
-        self._worktrees: list[Worktree] | None = None
-        self._by_path: dict[str, Worktree] = {}
+        self._worktrees: WorktreeList | None = None
+
+    def transaction(self, slug: str, actor: str, expect: str | None | bool = False):
+        """The slug's record transaction (`with s.transaction(slug, actor) as tx:`)."""
+        return self.batches.transaction(slug, actor=actor, clock=self.clock, warn=self.warn, expect=expect)
 
     # -- plan ---------------------------------------------------------------------------------
 
-    def plan_files(self, commit: str, slug: str) -> dict[str, bytes] | None:
-        """Bare file name -> bytes for the blobs of `.lanes/<slug>/` at `commit` (None: no folder)."""
-        from dulwich.object_store import tree_lookup_path
+    def _plan_tree(self, commit: str, slug: str) -> str | None:
+        entry = self.git.odb.entry_at(commit, f".lanes/{slug}")
+        return entry.oid if entry is not None and entry.mode == 0o040000 else None
 
-        store = self.git.repo.object_store
-        try:
-            root = store[commit.encode()].tree
-            mode, sha = tree_lookup_path(store.__getitem__, root, f".lanes/{slug}".encode())
-        except KeyError:
+    def plan_files(self, commit: str, slug: str) -> dict[str, bytes] | None:
+        """Bare file name -> bytes for the files of `.lanes/<slug>/` at `commit` (None: no folder)."""
+        tree = self._plan_tree(commit, slug)
+        if tree is None:
             return None
-        if mode != 0o040000:
-            return None
-        files = {}
-        for entry in store[sha].iteritems():
-            if entry.mode in (0o100644, 0o100755):
-                files[entry.path.decode("utf-8", "surrogateescape")] = store[entry.sha].data
-        return files
+        odb = self.git.odb
+        return {e.name: odb.blob(e.oid) for e in odb.entries(tree) if e.mode in (0o100644, 0o100755)}
 
     def plan_at(self, commit: str, slug: str) -> Plan:
+        """The initiative `.lanes/<slug>/` as committed at `commit` (validated; cached)."""
         cached = _PLAN_OF_COMMIT.get((slug, commit))
         if cached is not None:
             return cached
-        plan = self._plan_at(commit, slug)
+        tree = self._plan_tree(commit, slug)
+        plan = _PLANS.get((slug, tree)) if tree is not None else None
+        if plan is None:
+            files = self.plan_files(commit, slug)
+            if files is None:
+                raise usage(f"no initiative .lanes/{slug}/ at {commit[:12]}")
+            plan = load_plan(slug, files)
+            if tree is not None:
+                if len(_PLANS) >= 64:
+                    _PLANS.clear()
+                _PLANS[(slug, tree)] = plan
         if len(commit) == 40 and all(c in "0123456789abcdef" for c in commit):   # an object id, not a ref
             if len(_PLAN_OF_COMMIT) >= 1024:
                 _PLAN_OF_COMMIT.clear()
             _PLAN_OF_COMMIT[(slug, commit)] = plan
         return plan
 
-    def _plan_at(self, commit: str, slug: str) -> Plan:
-        from dulwich.object_store import tree_lookup_path
-
-        store = self.git.repo.object_store
-        try:
-            _mode, sha = tree_lookup_path(store.__getitem__, store[commit.encode()].tree, f".lanes/{slug}".encode())
-        except KeyError:
-            sha = None
-        plan = _PLANS.get((slug, sha)) if sha is not None else None
-        if plan is not None:
-            return plan
-        files = self.plan_files(commit, slug)
-        if files is None:
-            raise usage(f"no initiative .lanes/{slug}/ at {commit[:12]}")
-        plan = load_plan(slug, files)
-        if sha is not None:
-            if len(_PLANS) >= 64:
-                _PLANS.clear()
-            _PLANS[(slug, sha)] = plan
-        return plan
-
     # -- worktrees ----------------------------------------------------------------------------
 
-    def worktrees(self, refresh: bool = False) -> list[Worktree]:
-        """`git worktree list`, read once per command (`refresh` after adding or removing one)."""
+    def worktrees(self, refresh: bool = False) -> WorktreeList:
+        """`git worktree list`, read once per command (`refresh`: after taking a lock, or after a
+        worktree was added or removed)."""
         if self._worktrees is None or refresh:
             self._worktrees = self.git.worktrees()
-            self._by_path = {os.path.realpath(wt.path): wt for wt in self._worktrees}
         return self._worktrees
 
     def worktree_at(self, path: str) -> Worktree | None:
-        self.worktrees()
-        return self._by_path.get(os.path.realpath(path))
+        return self.worktrees().at(path)
 
     def worktree_on(self, branch: str) -> Worktree | None:
-        ref = "refs/heads/" + branch
-        for wt in self.worktrees():
-            if wt.branch == ref:
-                return wt
-        return None
+        """The worktree checked out on the branch `branch` (short name)."""
+        return self.worktrees().on("refs/heads/" + branch)
 
     def current_branch(self) -> str | None:
         if self.git.toplevel is None:
@@ -132,10 +115,11 @@ class Session:
         if slug is not None:
             check_id(slug, "slug")
             return slug
-        branch = self.current_branch() or ""
-        if branch.startswith(BATCH_PREFIX):
-            return branch[len(BATCH_PREFIX):]
-        if branch.startswith(LANE_PREFIX):
+        branch = self.current_branch()
+        batch = BatchBranch.of_ref(branch)
+        if batch is not None:
+            return batch.slug
+        if branch and branch.startswith(LANE_PREFIX):
             return branch[len(LANE_PREFIX):].split("/", 1)[0]
         slugs = self.batches.slugs()
         if not slugs:
@@ -153,11 +137,10 @@ class Session:
 
     def lane_task(self) -> tuple[str, str]:
         """(slug, task id) of the lane the command runs in, from its branch."""
-        branch = self.current_branch() or ""
-        if not branch.startswith(LANE_PREFIX):
+        lane = LaneBranch.of_ref(self.current_branch())
+        if lane is None:
             raise usage("not in a lane (the current branch is not imm-lane/<slug>/<task>)")
-        slug, _, task = branch[len(LANE_PREFIX):].partition("/")
-        return slug, task
+        return lane.slug, lane.task
 
     def record(self, slug: str) -> BatchRecord:
         snap = self.batches.read(slug)

@@ -7,12 +7,12 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .checks import validate_final_check
 from .errors import refused, usage
-from .model import BatchRecord, Budget, Child, IntentIdentity, RevisionDelegation, contracts_manifest
-from .plan import MAX_FINAL_CHECKS, Plan, check_id, final_check_problem
+from .gitio import BatchBranch, LaneBranch
+from .ids import MAX_FINAL_CHECKS, check_id, final_check_problem
+from .model import BatchRecord, Budget, Child, IntentIdentity, Lane, RevisionDelegation, contracts_manifest
+from .plan import Plan
 from .session import LANE_PREFIX, Session, batch_branch
-from .store import slug_lock
 
 
 @dataclass
@@ -59,7 +59,6 @@ def _validate_options(o: StartOptions, plan: Plan) -> list[str]:
         problem = final_check_problem(cmd)
         if problem:
             raise usage(f"--final-check: {cmd!r}: {problem}")
-        validate_final_check(cmd)
     return checks
 
 
@@ -77,8 +76,7 @@ def prepare(s: Session, slug: str, o: StartOptions) -> Prepared:
         raise refused("batch_head_unborn", "HEAD has no commit yet; commit the initiative first")
     plan = s.plan_at(head, slug)
     final_checks = _validate_options(o, plan)
-    flags = git.out("ls-files", "-v", "-z").split("\0")
-    flagged = [f[2:] for f in flags if f and (f[0].islower() or f[0] == "S")]
+    flagged = git.work.flagged()
     if flagged:
         raise refused("batch_index_flags", "assume-unchanged or skip-worktree entries hide changes: "
                                            + ", ".join(flagged[:5]))
@@ -92,13 +90,13 @@ def prepare(s: Session, slug: str, o: StartOptions) -> Prepared:
                                               "tick, resume or retire it")
     branch = batch_branch(slug)
     for prefix in _ref_prefixes(branch):
-        if git.resolve("refs/heads/" + prefix) is not None:
+        if git.refs.resolve("refs/heads/" + prefix) is not None:
             raise refused("batch_branch_exists", f"the branch {prefix} blocks {branch}")
-    if git.refs_under(f"refs/heads/{branch}/"):
+    if git.refs.under(f"refs/heads/{branch}/"):
         raise refused("batch_branch_exists", f"branches under {branch}/ block {branch}")
     continues = False
     carried: dict[str, str] = {}
-    if git.resolve("refs/heads/" + branch) is not None:
+    if git.refs.resolve("refs/heads/" + branch) is not None:
         if last is None or last.record.terminal is False:
             raise refused("batch_branch_exists", f"{branch} exists and no finished batch of {slug} owns it")
         current = s.current_branch()
@@ -110,7 +108,7 @@ def prepare(s: Session, slug: str, o: StartOptions) -> Prepared:
     if any(t.intent.risk == "critical" for t in plan.tasks):
         crit = next(t.task_id for t in plan.tasks if t.intent.risk == "critical")
         raise refused("batch_child_critical", f"{crit} is risk = \"critical\"; critical tasks are never batched")
-    stale = [name[len("refs/heads/"):] for name in git.refs_under(LANE_PREFIX + slug + "/")]
+    stale = [name[len("refs/heads/"):] for name in git.refs.under(LANE_PREFIX + slug + "/")]
     if stale:
         raise refused("stale_lanes", ", ".join(sorted(stale)))
     if o.executor_runtime:
@@ -138,7 +136,7 @@ def _carry_over(s: Session, last: BatchRecord, plan: Plan, head: str) -> dict[st
             continue
         if (ident.intent_revision, ident.intent_content_hash) != (parsed.intent.revision, parsed.content_hash):
             continue
-        if s.git.is_ancestor(old.commit, head):
+        if s.git.odb.is_ancestor(old.commit, head):
             carried[parsed.task_id] = old.commit
     return carried
 
@@ -240,29 +238,35 @@ def build_record(s: Session, p: Prepared) -> BatchRecord:
         tracker_github=p.plan.tracker_github, created_at=at, updated_at=at)
 
 
-def _carried_lane(p: Prepared, task_id: str):
-    from .model import Lane
-
+def _carried_lane(p: Prepared, task_id: str) -> Lane:
     commit = p.carried[task_id]
-    return Lane(path="", branch=f"imm-lane/{p.slug}/{task_id}", base_head=commit, run_id="carried-over",
+    return Lane(path="", branch=LaneBranch(p.slug, task_id).name, base_head=commit, run_id="carried-over",
                 lane_commit=commit)
 
 
 def start(s: Session, slug: str, o: StartOptions, confirm: Callable[[str], bool]) -> BatchRecord:
-    """Preflight, confirm, write the record, create and check out the branch. The caller ticks."""
-    with slug_lock(s.git, slug, warn=s.warn):
+    """Preflight, confirm, write the record, create and check out the branch (no tick)."""
+    check_id(slug, "slug")
+    with s.transaction(slug, "start") as tx:
         p = prepare(s, slug, o)
         if not confirm(confirmation_text(p)):
             raise refused("batch_confirmation_declined", "nothing was written")
         record = build_record(s, p)
-        last = s.batches.read(slug)
-        s.batches.write(last, record, summary=f"batch {record.batch_id} started", actor="start", new_line=True)
+        tx.write(f"batch {record.batch_id} started", record=record, new_line=True, stamp=False)
     git = s.git
-    branch = batch_branch(slug)
+    branch = BatchBranch(slug)
     if not p.continues:
-        git.update_ref("refs/heads/" + branch, p.head, None, f"git-lanes: start {record.batch_id}")
+        git.refs.create(branch.ref, p.head, f"git-lanes: start {record.batch_id}")
     if o.worktree:
-        git.run("worktree", "add", "-q", o.worktree, branch)
+        git.work.add(o.worktree, branch.name)
     elif not p.continues:
-        git.run("switch", "-q", branch)
+        git.work.switch(None, branch.name)
     return record
+
+
+def start_batch(s: Session, slug: str, o: StartOptions, confirm: Callable[[str], bool]):
+    """`git lanes start`: start, then the first tick (from the coordinator)."""
+    from .tick import Request, run_tick
+
+    record = start(s, slug, o, confirm)
+    return run_tick(Session(cwd=record.coordinator, warn=s.warn, clock=s.clock), slug, Request(actor="start"))

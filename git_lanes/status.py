@@ -7,12 +7,12 @@ from typing import Any
 from .errors import usage
 from .session import Session
 from .store import CorruptRecord
-from .tick import Request, Tick
+from .tick import status_report
 
 
 def status(s: Session, slug: str) -> dict[str, Any]:
     """The report of the latest batch of the slug, whatever its state; never writes."""
-    return Tick(s, slug, Request(actor="status")).report_only()
+    return status_report(s, slug)
 
 
 def show(s: Session, slug: str, task_id: str) -> dict[str, Any]:
@@ -31,3 +31,19 @@ def show(s: Session, slug: str, task_id: str) -> dict[str, Any]:
     if lane_error:
         doc["lane_record_error"] = lane_error
     return doc
+
+
+def audit_trail(s: Session, slug: str) -> list[dict[str, str]]:
+    """`git lanes log`: one entry per state write, oldest first."""
+    return [{k: e[k] for k in ("at", "actor", "summary", "commit")} for e in s.batches.log(slug)]
+
+
+def plan_view(s: Session, slug: str, max_parallel: int) -> tuple[dict[str, Any], str, bool]:
+    """`git lanes plan`: (the plan document read from HEAD, its title, whether the working tree
+    differs from HEAD under `.lanes/<slug>/`)."""
+    head = s.git.rev_parse("HEAD")
+    if head is None:
+        raise usage("HEAD has no commit yet; the plan is read from HEAD")
+    plan = s.plan_at(head, slug)
+    differs = bool(s.git.toplevel) and any(e.path.startswith(f".lanes/{slug}/") for e in s.git.status())
+    return plan.to_json(max_parallel), plan.title, differs

@@ -306,8 +306,8 @@ def test_final_check_refuses_character(char):
 
 
 @pytest.mark.parametrize("command, reason", [
-    ("", "empty"),
-    ("   \t ", "empty"),
+    ("", "must not be empty"),
+    ("   \t ", "must not be empty"),
     (" ".join("w" * 9), "more than 8 words"),
     ("x" * 513, "longer than 512 characters"),
     ("make\ncheck", "must be one line"),

@@ -9,7 +9,7 @@ import sys
 
 from conftest import git
 
-from git_lanes.demo import CORRECTED_TASK, SLUG, TASKS, execute, initiative_files
+from git_lanes.run.demo import CORRECTED_TASK, SLUG, TASKS, execute, initiative_files
 
 
 def test_demo_runs_the_whole_initiative_to_completed(tmp_path):

@@ -23,7 +23,7 @@ import pytest
 from conftest import git
 from helpers import write_initiative
 
-from git_lanes.driver import build_prompt, default_correction, failure_text
+from git_lanes.run.prompts import build_prompt, default_correction, failure_text
 
 EXECUTOR = r'''
 import os, pathlib, subprocess, sys, time

@@ -13,7 +13,7 @@ PACKAGE = REPO_ROOT / "git_lanes"
 # The shapes a reason code takes in the code base.
 PATTERNS = [
     re.compile(r'\brefused\(\s*(?:[^"()]*?\belse\s+)?"([a-z][a-z0-9_]*)"'),   # refused("code", ...)
-    re.compile(r'\b_reject\(\s*"([a-z][a-z0-9_]*)"'),                          # tick guards
+    re.compile(r'\b_?reject\(\s*"([a-z][a-z0-9_]*)"'),                         # tick guards
     re.compile(r'\bPark\(\s*f?"([a-z][a-z0-9_]*)'),                            # Park(f"code: ...")
     re.compile(r'\bpark\([^,()]+,\s*f?"([a-z][a-z0-9_]*)'),                     # self.park(child, "code")
     re.compile(r'\bf?"([a-z]+(?:_[a-z0-9]+)+): '),                              # "code: detail" literals

@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import usage
-from ..plan import check_id
+from ..ids import check_id
+from .obligation import MAX_CORRECTIONS
 
 MAX_TEXT = 4000
 KINDS = ("instruction", "correction")
 SESSION_STATES = ("idle", "working", "blocked", "done")
-MAX_CORRECTIONS = 2
 
 
 @dataclass(frozen=True)

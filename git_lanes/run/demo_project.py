@@ -1,37 +1,13 @@
-"""`git lanes demo [DIR]`: the whole product on a small embedded example (SPEC §13).
-
-It writes `textkit`, a tiny Python project whose tests are plain `unittest` (stdlib only, offline),
-and the initiative `textkit` of seven tasks: a dependency chain (tokens -> wordfreq -> summary ->
-cli-summary), two tasks sharing a scope (cli-slug and cli-summary both edit textkit/cli.py, so they
-never run at once and the later one starts from the earlier one's commit), and one task (wordfreq)
-whose first delivery fails its checks and is fixed after one coordinator correction. Then it runs
-`git lanes run textkit` with the scripted executor below (`python -m git_lanes.demo`), with
-`--max-parallel 3 --qa-failure-limit 1`.
-
-The scripted executor plays an agent: it reads GIT_LANES_TASK and writes that task's files in its
-lane, then exits (the driver runs `git lanes done` for it). For wordfreq it writes a version that
-breaks ties in the wrong order, unless its prompt (GIT_LANES_PROMPT) carries a correction.
-"""
+"""The sample project of `git lanes demo`: textkit, its initiative, and what the scripted executor
+writes. Data only."""
 
 from __future__ import annotations
 
-import os
 import shlex
-import shutil
-import subprocess
-import sys
-import tempfile
-from typing import Callable
 
 SLUG = "textkit"
-MAX_PARALLEL = 3
 CORRECTED_TASK = "wordfreq"
 CLI_MARKER = "# -- end of commands (each task adds its command above this line) --"
-
-# Repository-local Git variables: they would point the demo's Git calls at another repository.
-_LOCAL_GIT_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
-                   "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX", "GIT_IMPLICIT_WORK_TREE",
-                   "GIT_GRAFT_FILE", "GIT_REPLACE_REF_BASE", "GIT_NO_REPLACE_OBJECTS", "GIT_SHALLOW_FILE")
 
 # -- the sample project ------------------------------------------------------------------------------
 
@@ -209,11 +185,6 @@ TASKS = [
 ]
 
 
-def _python() -> str:
-    """How the checks name Python: `python3` when it is on PATH, else this interpreter."""
-    return "python3" if shutil.which("python3") else sys.executable
-
-
 def _toml_str(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -314,116 +285,3 @@ CLI_COMMANDS = {
     "cli-slug": 'from textkit.slugify import slugify  # noqa: E402\nCOMMANDS["slug"] = slugify\n',
     "cli-summary": 'from textkit.summary import summarize  # noqa: E402\nCOMMANDS["summary"] = summarize\n',
 }
-
-
-def _write(path: str, text: str) -> None:
-    folder = os.path.dirname(path)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-
-
-def execute(task: str, prompt: str, cwd: str = ".") -> int:
-    """The scripted executor's work for `task`, in the lane at `cwd`."""
-    if task == CORRECTED_TASK:
-        corrected = "--- correction" in prompt
-        _write(os.path.join(cwd, "textkit/wordfreq.py"), WORDFREQ_FIXED if corrected else WORDFREQ_BUGGY)
-        print(f"wrote textkit/wordfreq.py ({'fixed after the correction' if corrected else 'first try'})")
-        return 0
-    if task in CLI_COMMANDS:
-        path = os.path.join(cwd, "textkit/cli.py")
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        block = CLI_COMMANDS[task]
-        if block not in text:
-            text = text.replace(CLI_MARKER, block + CLI_MARKER)
-        _write(path, text)
-        print(f"added the {task[4:]} command to textkit/cli.py")
-        return 0
-    files = WORK.get(task)
-    if files is None:
-        print(f"the demo executor knows no task {task!r}", file=sys.stderr)
-        return 1
-    for rel, text in files.items():
-        _write(os.path.join(cwd, rel), text)
-        print(f"wrote {rel}")
-    return 0
-
-
-def executor_main() -> int:
-    """`python -m git_lanes.demo`: the scripted executor, run by `git lanes run` in a lane."""
-    task = os.environ.get("GIT_LANES_TASK", "")
-    prompt = os.environ.get("GIT_LANES_PROMPT", "")
-    print(f"demo executor: task {task}")
-    return execute(task, prompt)
-
-
-# -- git lanes demo ------------------------------------------------------------------------------------
-
-def _git(root: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false", *args],
-                          cwd=root, capture_output=True, text=True)
-
-
-def _git_ok(root: str, *args: str) -> str:
-    from .errors import fatal
-
-    proc = _git(root, *args)
-    if proc.returncode != 0:
-        raise fatal(f"'git {' '.join(args)}' failed with exit code {proc.returncode}: {proc.stderr.strip()}")
-    return proc.stdout
-
-
-def build(root: str) -> None:
-    """The sample project and its initiative, committed in a new repository at `root`."""
-    for rel, text in {**PROJECT, **initiative_files(_python())}.items():
-        _write(os.path.join(root, rel), text)
-    _git_ok(root, "init", "-q", "-b", "main")
-    # A fresh machine has no identity: give the demo repository one of its own (only there).
-    if any(_git(root, "var", var).returncode != 0 for var in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT")):
-        _git_ok(root, "config", "user.name", "git-lanes demo")
-        _git_ok(root, "config", "user.email", "demo@git-lanes.invalid")
-    _git_ok(root, "add", "-A")
-    _git_ok(root, "commit", "-q", "-m", "textkit: the sample project and the initiative textkit")
-
-
-def demo(directory: str | None, *, as_json: bool = False, out: Callable[[str], None] = print) -> int:
-    """Build the sample project (in DIR, or a new temporary directory) and run its initiative."""
-    from .driver import run
-    from .errors import usage
-    from .session import Session
-    from .start import StartOptions
-
-    def note(text: str) -> None:
-        if as_json:
-            print(text, file=sys.stderr, flush=True)
-        else:
-            out(text)
-
-    if directory is None:
-        root = tempfile.mkdtemp(prefix="git-lanes-demo-")
-    else:
-        root = os.path.abspath(directory)
-        if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
-            raise usage(f"{directory}: exists and is not an empty directory")
-        os.makedirs(root, exist_ok=True)
-    root = os.path.realpath(root)
-    for var in _LOCAL_GIT_VARS:
-        os.environ.pop(var, None)
-    note(f"git lanes demo: the sample project textkit is in {root}")
-    build(root)
-    executor = f"{shlex.quote(sys.executable)} -m git_lanes.demo"
-    opts = StartOptions(max_parallel=MAX_PARALLEL, qa_failure_limit=1, yes=True)
-    note(f"running: git lanes run {SLUG} --executor '{executor}' --max-parallel {MAX_PARALLEL} "
-         "--qa-failure-limit 1 --yes")
-    code = run(Session(cwd=root), SLUG, executor=executor, opts=opts, confirm=lambda text: True,
-               as_json=as_json, out=out)
-    note(f"\nThe demo project is in {root}: try 'git -C {shlex.quote(root)} log --oneline imm/{SLUG}', "
-         f"'git -C {shlex.quote(root)} lanes status {SLUG}' or "
-         f"'git -C {shlex.quote(root)} log --notes=lanes/evidence -1 imm/{SLUG}'.")
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(executor_main())

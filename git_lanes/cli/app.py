@@ -1,0 +1,80 @@
+"""The `git lanes` group and its entry point: parse, call one use case, print, exit.
+
+Only click is imported at start-up; the use cases and their heavy dependencies are imported inside the
+command that needs them, so `--version`, `completion` and every TAB stay cheap. Errors never
+reach the user as a traceback: a `LanesError` is one `error:` line with its exit code (SPEC §16).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from .. import __version__
+from . import render
+
+EXIT_DOC = "Exit codes: 0 done, 1 refusal or negative result, 2 usage or invalid input, 128 fatal."
+# The order `git lanes -h` and the man page list the commands in.
+ORDER = ("plan", "start", "tick", "status", "show", "log", "task", "done", "inbox", "instruct", "review", "revise",
+         "integrate", "verify", "resume", "retire", "provision", "release", "audit", "run", "demo", "push", "pull",
+         "join", "contracts", "schema", "completion", "aliases")
+
+
+class LanesGroup(click.Group):
+    def list_commands(self, ctx):
+        return [name for name in ORDER if name in self.commands] + \
+            sorted(name for name in self.commands if name not in ORDER)
+
+
+@click.group(cls=LanesGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_DOC)
+@click.version_option(__version__, "--version", prog_name="git-lanes", message="git-lanes version %(version)s")
+def cli() -> None:
+    """Run many tasks at once in Git worktrees; land each as one verified commit."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..errors import LanesError
+
+    args = sys.argv[1:] if argv is None else argv
+    as_json = "--json" in args
+    try:
+        cli.main(args=args, prog_name="git lanes", complete_var="_GIT_LANES_COMPLETE", standalone_mode=False)
+        return 0
+    except render.Fail as f:
+        return f.exit_code
+    except LanesError as e:
+        if as_json and e.report is not None and e.exit_code == 1:
+            render.emit_json(e.report)
+        render.err("error", e.message)
+        return int(e.exit_code)
+    except click.UsageError as e:
+        _usage_error(e)
+        return 2
+    except click.exceptions.Abort:
+        render.err("error", "aborted")
+        return 1
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except KeyboardInterrupt:
+        render.err("error", "interrupted")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as e:  # never a traceback, unless asked for
+        if os.environ.get("GIT_LANES_DEBUG"):
+            raise
+        render.err("fatal", f"internal error: {type(e).__name__}: {e}")
+        return 128
+
+
+def _usage_error(e: click.UsageError) -> None:
+    msg = e.format_message()
+    render.err("error", msg.splitlines()[0] if msg else "usage error")
+    if e.ctx is not None:
+        click.echo(f"hint: see '{e.ctx.command_path} -h'", err=True)
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""The coordinator's commands: plan, start, tick, status, show, log, integrate, verify, resume, retire."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from . import render
+from .app import cli
+from .options import (complete_tasks, confirm_fn, json_option, required_slug, session, slug_arg, slug_option,
+                      start_options, start_opts, task_arg)
+
+
+@cli.command("plan")
+@click.argument("slug")
+@click.option("--max-parallel", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Pack waves at most this wide.")
+@json_option
+def plan_cmd(slug: str, max_parallel: int, as_json: bool) -> None:
+    """Show an initiative's plan (read from HEAD): digest, waves, scope conflicts."""
+    from ..ids import check_id
+    from ..status import plan_view
+
+    check_id(slug, "slug")
+    doc, title, differs = plan_view(session(), slug, max_parallel)
+    if differs:
+        render.err("warning", f"the working tree differs from HEAD under .lanes/{slug}/; the plan shown is HEAD's")
+    if as_json:
+        render.emit_json(doc)
+        return
+    render.say(f"{slug}: {title}")
+    render.say(f"plan digest {doc['plan_digest']}")
+    for c in doc["children"]:
+        deps = f" (after {', '.join(c['blocked_by'])})" if c["blocked_by"] else ""
+        render.say(f"  {c['task_id']}{deps}: {', '.join(c['scope'])}")
+    for i, wave in enumerate(doc["waves"], 1):
+        render.say(f"wave {i}: {', '.join(wave)}")
+    for c in doc["scope_conflicts"]:
+        render.say(f"conflict: {c['task_id']} overlaps {', '.join(c['overlaps_with'])}")
+
+
+@cli.command("start")
+@click.argument("slug")
+@start_options
+@json_option
+def start_cmd(slug, as_json, yes, **kw) -> None:
+    """Authorize and start a batch of an initiative on imm/<slug>, then tick."""
+    from ..start import start_batch
+
+    render.outcome(start_batch(session(), slug, start_opts(yes=yes, **kw), confirm_fn(yes)), as_json)
+
+
+@cli.command("tick")
+@slug_arg
+@click.option("--offer", "offers", multiple=True, metavar="TASK=PATH", help="Offer a lane (repeatable).")
+@click.option("--instruct", "instruct", metavar="JSON", default=None,
+              help='{"task_id", "kind", "text", "session_state"}')
+@click.option("--max-parallel", type=click.IntRange(min=1), default=None,
+              help="Assert the recorded --max-parallel.")
+@json_option
+def tick_cmd(slug, offers, instruct, max_parallel, as_json) -> None:
+    """Reconcile once: observe lanes, integrate, admit offers, hand off."""
+    from ..decisions.instruction import parse_instruction
+    from ..errors import usage
+    from ..tick import Request, parse_offers, run_tick
+
+    s = session()
+    slug = s.choose_slug(slug)
+    parsed_offers = parse_offers(list(offers), os.getcwd())
+    instruction = None
+    if instruct is not None:
+        try:
+            value = json.loads(instruct)
+        except (ValueError, RecursionError) as exc:
+            raise usage(f"invalid --instruct: not JSON ({exc})") from None
+        instruction = parse_instruction(value)
+    render.outcome(run_tick(s, slug, Request(offers=parsed_offers, instruction=instruction,
+                                             max_parallel=max_parallel)), as_json)
+
+
+@cli.command("status")
+@slug_arg
+@json_option
+def status_cmd(slug, as_json) -> None:
+    """The report of the latest batch, from the stored record (never writes)."""
+    from ..status import status
+
+    s = session()
+    report = status(s, s.choose_slug(slug))
+    render.emit_json(report) if as_json else render.report(report)
+
+
+@cli.command("show")
+@task_arg
+@slug_option
+@json_option
+def show_cmd(task, slug, as_json) -> None:
+    """One child with its lane record."""
+    from ..status import show
+
+    s = session()
+    doc = show(s, s.choose_slug(slug), task)
+    render.emit_json(doc) if as_json else render.show(doc)
+
+
+@cli.command("log")
+@slug_arg
+@json_option
+def log_cmd(slug, as_json) -> None:
+    """The audit trail: one line per state write, oldest first."""
+    from ..status import audit_trail
+
+    s = session()
+    entries = audit_trail(s, s.choose_slug(slug))
+    if as_json:
+        render.emit_json(entries)
+        return
+    for e in entries:
+        render.say(f"{e['commit'][:12]} {e['at']} {e['actor']}: {e['summary']}")
+
+
+@cli.command("integrate")
+@slug_arg
+@click.argument("tasks", nargs=-1, shell_complete=complete_tasks)
+@json_option
+def integrate_cmd(slug, tasks, as_json) -> None:
+    """Integrate settled lanes (the tick's own steps); admits and schedules nothing."""
+    from ..tick import INTEGRATE, Request, run_tick
+
+    s = session()
+    slug = s.choose_slug(slug)
+    only = set(tasks) if tasks else None
+    render.outcome(run_tick(s, slug, Request(only=only, actor="integrate"), steps=INTEGRATE), as_json)
+
+
+@cli.command("verify")
+@slug_arg
+@click.option("--commit", "rev", default=None, metavar="REV",
+              help="Run the acceptance checks of the task REV integrated, on REV.")
+@json_option
+def verify_cmd(slug, rev, as_json) -> None:
+    """Run the final checks on the batch head (or one task's checks on its commit); never writes."""
+    from ..verify import verify
+
+    s = session()
+    doc = verify(s, s.choose_slug(slug), rev)
+    if as_json:
+        render.emit_json(doc)
+    else:
+        render.check_results(doc["results"])
+        render.say(f"{'passed' if doc['passed'] else 'failed'} at {doc['head']}")
+    if not doc["passed"]:
+        raise render.Fail(1)
+
+
+@cli.command("resume")
+@required_slug
+@click.option("--restart", "restart", multiple=True, metavar="TASK", help="Send a parked child back to pending.")
+@click.option("--yes", is_flag=True, help="Confirm without a prompt.")
+@click.option("--delegate-revisions/--no-delegate-revisions", default=None,
+              help="Grant or withdraw revision delegation.")
+@json_option
+def resume_cmd(slug, restart, yes, delegate_revisions, as_json) -> None:
+    """Continue a needs_human batch with a new confirmation."""
+    from ..resume import resume_batch
+
+    render.outcome(resume_batch(session(), slug, list(restart), delegate_revisions, confirm_fn(yes)), as_json)
+
+
+@cli.command("retire")
+@required_slug
+@click.option("--yes", is_flag=True, help="Confirm without a prompt.")
+@json_option
+def retire_cmd(slug, yes, as_json) -> None:
+    """Turn a batch with nothing in flight into superseded."""
+    from ..resume import retire_batch
+
+    report = retire_batch(session(), slug, confirm_fn(yes))
+    render.emit_json(report) if as_json else render.report(report)

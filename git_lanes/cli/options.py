@@ -1,0 +1,92 @@
+"""Options and arguments shared by the commands, their completion, and the session they open."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+def session(**kw):
+    """The repository as this command sees it (imported on first use: TAB stays light)."""
+    from ..session import Session
+
+    return Session(**kw)
+
+
+def complete_slugs(ctx, param, incomplete):
+    from ..complete import slugs
+
+    return slugs(incomplete)
+
+
+def complete_tasks(ctx, param, incomplete):
+    from ..complete import tasks
+
+    return tasks(incomplete)
+
+
+def json_option(f):
+    return click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON document.")(f)
+
+
+def slug_arg(f):
+    return click.argument("slug", required=False, shell_complete=complete_slugs)(f)
+
+
+def required_slug(f):
+    return click.argument("slug", shell_complete=complete_slugs)(f)
+
+
+def task_arg(f):
+    return click.argument("task", shell_complete=complete_tasks)(f)
+
+
+def slug_option(f):
+    return click.option("--slug", default=None, shell_complete=complete_slugs, help="The initiative.")(f)
+
+
+def start_options(f):
+    opts = [
+        click.option("--max-parallel", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Lanes running at once."),
+        click.option("--max-children", type=click.IntRange(min=1), default=None,
+                     help="Children that may ever get a lane (default: every task)."),
+        click.option("--qa-failure-limit", type=click.IntRange(min=1), default=2, show_default=True,
+                     help="Failed attempts before a design-level correction is due."),
+        click.option("--final-check", "final_checks", multiple=True,
+                     help="A final check command (repeatable; default: the initiative's final_checks)."),
+        click.option("--delegate-revisions/--no-delegate-revisions", default=False,
+                     help="Grant the coordinator approval of breaking revisions inside the envelope."),
+        click.option("--executor-runtime", type=click.Path(), default=None,
+                     help="A contract manifest or git-lanes installation the lanes will run."),
+        click.option("--worktree", type=click.Path(), default=None,
+                     help="Create the coordinator as a new worktree at DIR."),
+        click.option("--yes", is_flag=True, help="Confirm without a prompt."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def start_opts(max_parallel, max_children, qa_failure_limit, final_checks, delegate_revisions, executor_runtime,
+               worktree, yes):
+    from ..start import StartOptions
+
+    return StartOptions(max_parallel=max_parallel, max_children=max_children, qa_failure_limit=qa_failure_limit,
+                        final_checks=list(final_checks) or None, delegate_revisions=delegate_revisions,
+                        executor_runtime=executor_runtime, worktree=worktree, yes=yes)
+
+
+def confirm_fn(yes: bool):
+    """Ask at a terminal (stderr), or take `--yes`; no terminal and no `--yes` refuses."""
+    def confirm(text: str) -> bool:
+        from ..errors import refused
+
+        if yes:
+            return True
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            raise refused("batch_confirmation_required", "no terminal to confirm on; pass --yes to confirm")
+        click.echo(text, err=True)
+        return click.confirm("Proceed?", default=False, err=True)
+    return confirm

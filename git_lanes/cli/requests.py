@@ -1,0 +1,71 @@
+"""Requests carried by a tick: instruct, review, revise."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from . import render
+from .app import cli
+from .options import json_option, session, slug_option, task_arg
+
+
+@cli.command("instruct")
+@task_arg
+@slug_option
+@click.option("--message", "-m", default=None, help="The text.")
+@click.option("--file", "file", type=click.File("r", encoding="utf-8"), default=None, help="Read the text from F.")
+@click.option("--kind", type=click.Choice(["instruction", "correction"]), default="instruction", show_default=True)
+@click.option("--session-state", type=click.Choice(["idle", "working", "blocked", "done"]), required=True,
+              help="The lane session's state as you observed it.")
+@json_option
+def instruct_cmd(task, slug, message, file, kind, session_state, as_json) -> None:
+    """Send an instruction or correction to an idle lane session (a tick carrying it)."""
+    from ..decisions.instruction import parse_instruction
+    from ..errors import usage
+    from ..tick import Request, run_tick
+
+    if (message is None) == (file is None):
+        raise usage("give exactly one of --message and --file")
+    text = message if message is not None else file.read()
+    req = parse_instruction({"task_id": task, "kind": kind, "text": text, "session_state": session_state})
+    s = session()
+    render.outcome(run_tick(s, s.choose_slug(slug), Request(instruction=req, actor="instruct")), as_json)
+
+
+@cli.command("review")
+@task_arg
+@slug_option
+@click.option("--approve", "verdict", flag_value="approve", help="Approve the passed delivery.")
+@click.option("--reject", "verdict", flag_value="reject", help="Reject it; the text goes to the lane's inbox.")
+@click.option("-m", "--message", default=None, help="The verdict's text.")
+@json_option
+def review_cmd(task, slug, verdict, message, as_json) -> None:
+    """Give a review verdict on a lane whose intent asks for one."""
+    from ..errors import usage
+    from ..tick import Request, run_tick
+
+    if verdict is None:
+        raise usage("give --approve or --reject")
+    s = session()
+    render.outcome(run_tick(s, s.choose_slug(slug), Request(review=(task, verdict, message), actor="review")),
+                   as_json)
+
+
+@cli.command("revise")
+@task_arg
+@slug_option
+@click.option("--intent", "intent_file", type=click.Path(dir_okay=False), required=True,
+              help="The revised intent TOML.")
+@click.option("--yes", is_flag=True, help="Approve a breaking revision as the user.")
+@json_option
+def revise_cmd(task, slug, intent_file, yes, as_json) -> None:
+    """Propose a revised intent for an enrolled child (a tick carrying it)."""
+    from ..revise import read_request
+    from ..tick import Request, run_tick
+
+    s = session()
+    req = read_request(task, intent_file, yes=yes, interactive=sys.stdin.isatty() and sys.stderr.isatty(),
+                       confirm=lambda text: click.confirm(text, default=False, err=True))
+    render.outcome(run_tick(s, s.choose_slug(slug), Request(revision=req, actor="revise")), as_json)

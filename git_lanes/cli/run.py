@@ -1,0 +1,51 @@
+"""The Parent in a box: run, demo."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from . import render
+from .app import cli
+from .options import confirm_fn, json_option, required_slug, session, start_options, start_opts
+
+
+def _finish(result, as_json: bool, after: str | None = None) -> None:
+    if as_json:
+        render.emit_json(result.report)
+    else:
+        render.run_summary(result.report, result.summary)
+    if result.error:
+        render.err("error", result.error)
+    if after:
+        click.echo(f"\n{after}", err=as_json)
+    if result.exit_code:
+        raise render.Fail(result.exit_code)
+
+
+@cli.command("run")
+@required_slug
+@click.option("--executor", required=True, help="The executor command, run in each lane (no shell).")
+@click.option("--corrector", default=None, help="A command fed the failing checks' output on stdin.")
+@start_options
+@json_option
+def run_cmd(slug, executor, corrector, as_json, yes, **kw) -> None:
+    """Drive a batch unattended: provision, run executors, tick, correct, release."""
+    from ..run import run
+
+    result = run(session(), slug, executor=executor, corrector=corrector, opts=start_opts(yes=yes, **kw),
+                 confirm=confirm_fn(yes), as_json=as_json, out=render.say)
+    _finish(result, as_json)
+
+
+@cli.command("demo")
+@click.argument("directory", required=False, type=click.Path())
+@json_option
+def demo_cmd(directory, as_json) -> None:
+    """Build a sample project and run a whole batch on it, offline."""
+    from ..run.demo import demo
+
+    result = demo(directory, as_json=as_json, out=render.say)
+    _finish(result, as_json, result.summary.get("after"))
+    sys.stdout.flush()

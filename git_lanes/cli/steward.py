@@ -1,0 +1,68 @@
+"""The built-in steward and the audit: provision, release, audit."""
+
+from __future__ import annotations
+
+import click
+
+from . import render
+from .app import cli
+from .options import complete_tasks, json_option, session, slug_arg, slug_option, task_arg
+
+
+@cli.command("provision")
+@task_arg
+@slug_option
+@click.option("--path", "path", type=click.Path(), default=None, help="Where the lane worktree goes.")
+@json_option
+def provision_cmd(task, slug, path, as_json) -> None:
+    """Create the lane a provision handoff names, then tick with the offer."""
+    from ..steward import provision
+
+    s = session()
+    render.outcome(provision(s, s.choose_slug(slug), task, path), as_json)
+
+
+@cli.command("release")
+@click.argument("task", required=False, shell_complete=complete_tasks)
+@slug_option
+@click.option("--keep-branch", is_flag=True, help="Keep the lane branch.")
+@click.option("--stale", is_flag=True, help="Remove clean lanes of terminal batches.")
+@json_option
+def release_cmd(task, slug, keep_branch, stale, as_json) -> None:
+    """Remove a lane that a release handoff names (or --stale lanes of finished batches)."""
+    from ..errors import usage
+    from ..steward import release, release_stale
+
+    s = session()
+    if stale:
+        doc = release_stale(s, s.choose_slug(slug or task))
+    else:
+        if task is None:
+            raise usage("name the task to release (or use --stale)")
+        doc = release(s, s.choose_slug(slug), task, keep_branch=keep_branch)
+    if as_json:
+        render.emit_json(doc)
+        return
+    for item in doc.get("released", []):
+        render.say(f"released {item['task_id']} ({item['path']})")
+    for item in doc.get("skipped", []):
+        render.say(f"kept {item['task_id']}: {item['reason']}")
+
+
+@cli.command("audit")
+@slug_arg
+@json_option
+def audit_cmd(slug, as_json) -> None:
+    """Check every imm-lane/* branch against the records; exit 1 on findings."""
+    from ..audit import audit
+
+    findings = audit(session(), slug)
+    if as_json:
+        render.emit_json({"findings": findings})
+    else:
+        for f in findings:
+            render.say(f"{f['kind']}: {f['branch']}: {f['detail']}")
+        if not findings:
+            render.say("audit: nothing found")
+    if findings:
+        raise render.Fail(1)

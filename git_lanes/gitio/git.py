@@ -1,0 +1,306 @@
+"""`Git`: one discovered repository, and the one process runner for the `git` binary.
+
+Discovery is one `git rev-parse` call (honouring `git -C`, `GIT_DIR`, `GIT_WORK_TREE`, `git -c`
+and linked worktrees). Every later call runs with the repository-local variables Git lists
+(`--local-env-vars`) and the pathspec variables removed, with the safe `-c` settings of SPEC §8,
+and quotes itself in the error when it fails. The configuration is read once.
+
+The object database (`odb`), the refs (`refs`) and the working trees (`work`) are components
+of a `Git`, created on first use; the few methods below that delegate to them are the names
+the rest of the code (and the tests) use most.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from functools import cached_property
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+
+from ..errors import ExitCode, LanesError
+
+if TYPE_CHECKING:
+    from .objects import ObjectDB
+    from .refs import Refs
+    from .worktrees import StatusEntry, WorkingTrees, WorktreeList
+
+ZERO_OID = "0" * 40
+SAFE_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "commit.gpgSign=false")
+FALLBACK_IDENT = ("git-lanes", "git-lanes@localhost")
+MIN_GIT = (2, 38)
+
+# What `git -c` passes down: kept for our own calls, so configuration overrides apply.
+_CONFIG_ENV_PREFIXES = ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
+# Scope matching is exact and case-sensitive whatever the caller's environment (SPEC §8 v3).
+PATHSPEC_VARS = ("GIT_ICASE_PATHSPECS", "GIT_LITERAL_PATHSPECS", "GIT_GLOB_PATHSPECS", "GIT_NOGLOB_PATHSPECS")
+
+
+class GitError(LanesError):
+    """A Git command failed: exit 128, quoting the command and its stderr."""
+
+    def __init__(self, argv: Sequence[str], returncode: int, stderr: str) -> None:
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr.strip()
+        shown = " ".join(_shown(argv))
+        detail = f"'{shown}' failed with exit code {returncode}"
+        if self.stderr:
+            detail += ": " + self.stderr.replace("\n", " | ")
+        super().__init__(detail, exit_code=ExitCode.FATAL)
+
+
+def _shown(argv: Sequence[str]) -> list[str]:
+    """The command line without our own `-c` settings (they would only hide what was run)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg == "-c":
+            skip = True
+            continue
+        if arg.startswith(("--git-dir=", "--work-tree=")):
+            continue
+        out.append(arg)
+    return out
+
+
+def scrubbed_env(base: Mapping[str, str], local_vars: Iterable[str]) -> dict[str, str]:
+    """`base` minus the repository-local Git variables (but `git -c`'s) and the pathspec ones."""
+    drop = {v for v in local_vars if not v.startswith(_CONFIG_ENV_PREFIXES)} | set(PATHSPEC_VARS)
+    return {k: v for k, v in base.items() if k not in drop}
+
+
+class Git:
+    """A discovered repository, seen from one worktree (or a bare repository)."""
+
+    def __init__(self, cwd: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None,
+                 *, warn: Callable[[str], None] | None = None) -> None:
+        self._environ = dict(os.environ if environ is None else environ)
+        start = os.fspath(cwd) if cwd is not None else os.getcwd()
+        argv = ["git", "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir",
+                "--is-bare-repository", "--show-toplevel", "--local-env-vars"]
+        proc = _spawn(argv, start, self._environ)
+        if proc.returncode != 0 and b"must be run in a work tree" in proc.stderr:
+            argv.remove("--show-toplevel")
+            proc = _spawn(argv, start, self._environ)
+        if proc.returncode != 0:
+            if b"not a git repository" in proc.stderr:
+                raise LanesError("not a git repository (or any of the parent directories)", exit_code=ExitCode.FATAL)
+            raise GitError(argv, proc.returncode, proc.stderr.decode("utf-8", "replace"))
+        lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+        self.git_dir = lines[0]
+        self.common_dir = lines[1]
+        self.is_bare = lines[2] == "true"
+        rest = lines[3:]
+        self.toplevel: str | None = rest.pop(0) if rest and rest[0].startswith("/") else None
+        self.local_env_vars: tuple[str, ...] = tuple(rest)
+        self.env = scrubbed_env(self._environ, self.local_env_vars)
+        self.env.setdefault("LC_ALL", "C")
+        self.env["GIT_TERMINAL_PROMPT"] = "0"
+        self.cwd = start
+        self.warn = warn or (lambda text: None)
+        self._idents: dict[str, tuple[str, str] | None] = {}
+
+    # -- components ------------------------------------------------------------------------
+
+    @cached_property
+    def odb(self) -> "ObjectDB":
+        from .objects import ObjectDB
+
+        return ObjectDB(self)
+
+    @cached_property
+    def refs(self) -> "Refs":
+        from .refs import Refs
+
+        return Refs(self)
+
+    @cached_property
+    def work(self) -> "WorkingTrees":
+        from .worktrees import WorkingTrees
+
+        return WorkingTrees(self)
+
+    # -- running git -------------------------------------------------------------------------
+
+    def run(self, *args: str, cwd: str | None = None, input: bytes | str | None = None,
+            check: bool = True, env: Mapping[str, str] | None = None, safe: bool = True) -> subprocess.CompletedProcess[bytes]:
+        """Run `git ARGS` on this repository (or in the worktree `cwd`), bytes in and out."""
+        argv = ["git"]
+        if safe:
+            argv += SAFE_CONFIG
+        if cwd is None:
+            argv.append(f"--git-dir={self.git_dir}")
+            if self.toplevel:
+                argv.append(f"--work-tree={self.toplevel}")
+            run_cwd = self.toplevel or self.git_dir
+        else:
+            run_cwd = cwd
+        argv += args
+        data = input.encode("utf-8", "surrogateescape") if isinstance(input, str) else input
+        proc = _spawn(argv, run_cwd, dict(env) if env is not None else self.env, data)
+        if check and proc.returncode != 0:
+            raise GitError(argv, proc.returncode, proc.stderr.decode("utf-8", "replace"))
+        return proc
+
+    def out(self, *args: str, cwd: str | None = None, input: bytes | str | None = None) -> str:
+        """Stdout of a successful git call as text, without the trailing newline."""
+        return self.run(*args, cwd=cwd, input=input).stdout.decode("utf-8", "surrogateescape").rstrip("\n")
+
+    def version(self) -> tuple[int, int]:
+        parts = self.out("version").split()[2].split(".")   # "git version 2.39.5"
+        return int(parts[0]), int(parts[1])
+
+    def require_version(self) -> None:
+        have = self.version()
+        if have < MIN_GIT:
+            raise LanesError(f"git-lanes needs git >= {MIN_GIT[0]}.{MIN_GIT[1]} (found {have[0]}.{have[1]})",
+                             exit_code=ExitCode.FATAL)
+
+    # -- configuration -------------------------------------------------------------------------
+
+    @cached_property
+    def config(self) -> dict[str, list[str]]:
+        """Every configuration value, read once (`git config --list --null`)."""
+        proc = self.run("config", "--list", "--null", check=False, safe=False)
+        values: dict[str, list[str]] = {}
+        for item in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
+            if item:
+                key, _, value = item.partition("\n")
+                values.setdefault(_config_key(key), []).append(value)
+        return values
+
+    def config_get(self, key: str, default: str | None = None) -> str | None:
+        vals = self.config.get(_config_key(key))
+        return vals[-1] if vals else default
+
+    def config_all(self, key: str) -> list[str]:
+        return list(self.config.get(_config_key(key), []))
+
+    def config_bool(self, key: str, default: bool) -> bool:
+        raw = self.config_get(key)
+        if raw is None:
+            return default
+        low = raw.strip().lower()
+        if low in ("true", "yes", "on", "1", ""):
+            return True
+        if low in ("false", "no", "off", "0"):
+            return False
+        raise LanesError(f"bad boolean config value '{raw}' for '{key}'", exit_code=ExitCode.USAGE)
+
+    def config_int(self, key: str, default: int) -> int:
+        raw = self.config_get(key)
+        if raw is None:
+            return default
+        try:
+            return int(raw.strip())
+        except ValueError:
+            raise LanesError(f"bad numeric config value '{raw}' for '{key}'", exit_code=ExitCode.USAGE) from None
+
+    def config_values(self, *args: str, scope: str | None = None) -> list[str]:
+        """`git config [--<scope>] ARGS` for a read: the values printed ([] when the key is absent)."""
+        argv = ["config"] + ([f"--{scope}"] if scope else []) + list(args)
+        proc = self.run(*argv, check=False, safe=False)
+        if proc.returncode == 1 and not proc.stderr.strip():
+            return []
+        if proc.returncode != 0:
+            raise GitError(["git", *argv], proc.returncode, proc.stderr.decode("utf-8", "replace"))
+        return proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+
+    def config_write(self, *args: str, scope: str = "local") -> None:
+        """`git config --<scope> ARGS` for a write; the cached configuration is read again next time."""
+        self.run("config", f"--{scope}", *args, safe=False)
+        self.__dict__.pop("config", None)
+
+    def ident(self, kind: str = "COMMITTER") -> tuple[str, str]:
+        """(name, email) of `git var GIT_<kind>_IDENT`, else git-lanes (asked once)."""
+        return self.ident_or_none(kind) or FALLBACK_IDENT
+
+    def ident_or_none(self, kind: str = "COMMITTER") -> tuple[str, str] | None:
+        if kind not in self._idents:
+            self._idents[kind] = self._ident(kind)
+        return self._idents[kind]
+
+    def _ident(self, kind: str) -> tuple[str, str] | None:
+        proc = self.run("var", f"GIT_{kind}_IDENT", check=False, safe=False)
+        text = proc.stdout.decode("utf-8", "replace").strip()
+        if proc.returncode != 0 or "<" not in text:
+            return None
+        name, _, rest = text.partition(" <")
+        email = rest.split(">", 1)[0]
+        if not name.strip() or not email.strip():
+            return None
+        return name.strip(), email.strip()
+
+    # -- the names used everywhere (delegating to the components) -------------------------------
+
+    def resolve(self, ref: str) -> str | None:
+        """The object id a full ref name points at, or None."""
+        return self.refs.resolve(ref)
+
+    def rev_parse(self, rev: str, cwd: str | None = None) -> str | None:
+        """The commit `rev` names (in the worktree `cwd`, e.g. its HEAD), or None."""
+        proc = self.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}",
+                        cwd=cwd, check=False)
+        return proc.stdout.decode().strip() if proc.returncode == 0 else None
+
+    def refs_under(self, prefix: str) -> dict[str, str]:
+        return self.refs.under(prefix)
+
+    def update_ref(self, ref: str, new: str | None, old: str | None, reason: str) -> None:
+        self.refs.update([(ref, new, old)], reason)
+
+    def update_refs(self, updates: Sequence[tuple[str, str | None, str | None]], reason: str) -> None:
+        self.refs.update(updates, reason)
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        return self.odb.is_ancestor(ancestor, descendant)
+
+    def has_object(self, oid: str) -> bool:
+        return self.odb.has(oid)
+
+    def worktrees(self) -> "WorktreeList":
+        return self.work.list()
+
+    def status(self, cwd: str | None = None, untracked: str = "all") -> list["StatusEntry"]:
+        return self.work.status(cwd, untracked=untracked)
+
+
+def _spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], data: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(list(argv), cwd=cwd, input=data, capture_output=True, env=dict(env))
+    except FileNotFoundError as exc:
+        missing = "git" if exc.filename in ("git", None) else exc.filename
+        raise LanesError(f"cannot run {argv[0]} in {cwd}: {missing}: not found", exit_code=ExitCode.FATAL) from None
+    except NotADirectoryError:
+        raise LanesError(f"cannot run {argv[0]}: {cwd} is not a directory", exit_code=ExitCode.FATAL) from None
+
+
+def local_env_vars() -> tuple[str, ...]:
+    """The repository-local variables Git lists (`git rev-parse --local-env-vars`, asked anywhere)."""
+    proc = _spawn(["git", "rev-parse", "--local-env-vars"], "/", os.environ)
+    return tuple(proc.stdout.decode().split())
+
+
+def init_repository(path: str, branch: str = "main") -> None:
+    """`git init` a new repository at `path` (which must exist), blind to the caller's GIT_DIR & co."""
+    argv = ["git", "init", "-q", "-b", branch, path]
+    proc = _spawn(argv, path, scrubbed_env(os.environ, local_env_vars()))
+    if proc.returncode != 0:
+        raise GitError(argv, proc.returncode, proc.stderr.decode("utf-8", "replace"))
+
+
+def _config_key(key: str) -> str:
+    """Section and variable names are case-insensitive, subsections are not."""
+    section, dot, rest = key.partition(".")
+    if not dot:
+        return key.lower()
+    sub, dot2, name = rest.rpartition(".")
+    if not dot2:
+        return f"{section.lower()}.{rest.lower()}"
+    return f"{section.lower()}.{sub}.{name.lower()}"
+
+
+def real_path(path: str | os.PathLike[str]) -> str:
+    return os.path.realpath(path)

@@ -1,0 +1,194 @@
+"""Refs: typed names, reads, and every write as one of Git's own ref transactions.
+
+Each write is a compare-and-swap (`git update-ref --stdin`: start, prepare, commit) with a reflog
+reason; several refs move together or not at all. A lost race raises `RefRaceError`. A Git
+`.lock` file left by a killed process never stops a write for good (SPEC §15): a lock on a ref
+whose writers are guarded by an `flock` the caller holds (`guarded=True`) is stale and removed
+at once; any other lock is removed once it is older than `STALE_AFTER` seconds, and a younger
+one is waited for.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Sequence
+
+from .git import ZERO_OID, GitError
+
+if TYPE_CHECKING:
+    from .git import Git
+
+STATE_PREFIX = "refs/notes/lanes/"
+BATCH_RECORD_PREFIX = "refs/notes/lanes/batch/"
+LANE_RECORD_PREFIX = "refs/notes/lanes/lane/"
+EVIDENCE_REF = "refs/notes/lanes/evidence"
+HEADS = "refs/heads/"
+BATCH_BRANCH_PREFIX = "refs/heads/imm/"
+LANE_BRANCH_PREFIX = "refs/heads/imm-lane/"
+STALE_AFTER = 60.0     # seconds: a live Git command holds a lock far less
+LOCK_POLL = 0.2
+
+Update = tuple[str, "str | None", "str | None"]   # (ref, new or None to delete, old or None: must not exist)
+
+
+@dataclass(frozen=True)
+class BatchBranch:
+    """`imm/<slug>`: the batch branch, moved by git-lanes only by fast-forward."""
+    slug: str
+
+    @property
+    def name(self) -> str:
+        return f"imm/{self.slug}"
+
+    @property
+    def ref(self) -> str:
+        return HEADS + self.name
+
+    @classmethod
+    def of_ref(cls, ref: str | None) -> "BatchBranch | None":
+        if ref and ref.startswith(BATCH_BRANCH_PREFIX) and "/" not in ref[len(BATCH_BRANCH_PREFIX):]:
+            return cls(ref[len(BATCH_BRANCH_PREFIX):])
+        return None
+
+
+@dataclass(frozen=True)
+class LaneBranch:
+    """`imm-lane/<slug>/<task>`: one lane's branch."""
+    slug: str
+    task: str
+
+    @property
+    def name(self) -> str:
+        return f"imm-lane/{self.slug}/{self.task}"
+
+    @property
+    def ref(self) -> str:
+        return HEADS + self.name
+
+    @classmethod
+    def of_ref(cls, ref: str | None) -> "LaneBranch | None":
+        if not ref or not ref.startswith(LANE_BRANCH_PREFIX):
+            return None
+        parts = ref[len(LANE_BRANCH_PREFIX):].split("/")
+        return cls(parts[0], parts[1]) if len(parts) == 2 and all(parts) else None
+
+    @classmethod
+    def of_name(cls, name: str) -> "LaneBranch | None":
+        return cls.of_ref(HEADS + name)
+
+
+def short_branch(ref: str | None) -> str | None:
+    """`refs/heads/x` -> `x` (None stays None; anything else is returned as is)."""
+    return ref[len(HEADS):] if ref and ref.startswith(HEADS) else ref
+
+
+def batch_record_ref(slug: str) -> str:
+    return BATCH_RECORD_PREFIX + slug
+
+
+def lane_record_ref(slug: str, task: str) -> str:
+    return f"{LANE_RECORD_PREFIX}{slug}/{task}"
+
+
+class RefRaceError(Exception):
+    """A compare-and-swap lost: a ref no longer holds the expected value."""
+
+
+_LOCKED = re.compile(r"Unable to create '([^']+\.lock)': File exists")
+_RACE = ("but expected", "reference already exists", "unable to resolve reference")
+
+
+class Refs:
+    """The refs of one repository (reads in-process through dulwich, writes through Git)."""
+
+    def __init__(self, git: "Git") -> None:
+        self.git = git
+
+    @cached_property
+    def _container(self):
+        return self.git.odb.repo.refs
+
+    def resolve(self, ref: str) -> str | None:
+        """The object id a full ref name points at (peeling symbolic refs), or None."""
+        try:
+            value = self._container[ref.encode("utf-8", "surrogateescape")]
+        except KeyError:
+            return None
+        return value.decode()
+
+    def under(self, prefix: str) -> dict[str, str]:
+        """{full ref: oid} for every ref under `prefix` (one `for-each-ref`)."""
+        proc = self.git.run("for-each-ref", "--format=%(objectname) %(refname)", prefix)
+        result = {}
+        for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
+            oid, _, name = line.partition(" ")
+            result[name] = oid
+        return result
+
+    def update(self, updates: Sequence[Update], reason: str, *, guarded: bool = False) -> None:
+        """One transaction; `old` None means the ref must not exist, `new` None deletes it.
+
+        `guarded`: the caller holds the `flock` that every writer of these refs takes, so a
+        `.lock` file on one of them can only be a dead process's. Raises RefRaceError when any
+        ref moved."""
+        if not updates:
+            return
+        lines = ["start"]
+        for ref, new, old in updates:
+            expect = old or ZERO_OID
+            lines.append(f"delete {ref} {expect}" if new is None else f"update {ref} {new} {expect}")
+        lines += ["prepare", "commit", ""]
+        data = "\n".join(lines)
+        waited_since = None
+        while True:
+            proc = self.git.run("update-ref", "-m", reason, "--stdin", input=data, check=False)
+            if proc.returncode == 0:
+                return
+            err = proc.stderr.decode("utf-8", "replace")
+            locked = _LOCKED.search(err)
+            if locked:
+                waited_since = waited_since or time.monotonic()
+                if self._clear_lock(locked.group(1), guarded, waited_since):
+                    continue
+                time.sleep(LOCK_POLL)
+                continue
+            if any(text in err for text in _RACE) or ("cannot lock ref" in err and "is at" in err):
+                raise RefRaceError(err.strip())
+            raise GitError(["git", "update-ref", "-m", reason, "--stdin"], proc.returncode, err)
+
+    def _clear_lock(self, path: str, guarded: bool, waited_since: float) -> bool:
+        """Remove a stale lock file (True), or say to wait for it (False)."""
+        try:
+            age = time.time() - os.stat(path).st_mtime
+        except FileNotFoundError:
+            return True   # its holder finished meanwhile
+        ours = guarded and "/" + STATE_PREFIX in path.replace(os.sep, "/")
+        if not ours and age < STALE_AFTER:
+            if time.monotonic() - waited_since > STALE_AFTER + 5:   # it keeps being renewed: someone works
+                raise GitError(["git", "update-ref"], 128, f"'{path}' is held by a running Git command")
+            return False
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        self.git.warn(f"removed stale lock file {path}" + ("" if ours else f" ({int(age)} s old)"))
+        return True
+
+    def create(self, ref: str, new: str, reason: str) -> None:
+        """Create `ref` at `new`; RefRaceError when it exists."""
+        self.update([(ref, new, None)], reason)
+
+    def delete(self, ref: str, old: str, reason: str) -> None:
+        self.update([(ref, None, old)], reason)
+
+    def held_before(self, ref: str, oid: str) -> bool:
+        """Whether the local ref once held `oid` (its reflog says so)."""
+        proc = self.git.run("reflog", "show", "--format=%H", ref, "--", check=False)
+        return proc.returncode == 0 and oid in proc.stdout.decode().split()
+
+    def valid_name(self, ref: str) -> bool:
+        return self.git.run("check-ref-format", ref, check=False).returncode == 0

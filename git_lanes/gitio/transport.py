@@ -1,0 +1,40 @@
+"""Talking to other repositories: a forced mirror fetch into a private namespace, and one
+atomic push with an explicit lease on every ref (never a blind force)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from .git import GitError
+
+if TYPE_CHECKING:
+    from .git import Git
+
+
+def fetch_mirror(git: "Git", target: str, specs: Sequence[str]) -> None:
+    """`git fetch --prune --atomic` of `specs` (`+src:dst` refspecs) from `target`."""
+    git.run("fetch", "--quiet", "--no-tags", "--prune", "--atomic", "--no-write-fetch-head",
+            "--no-recurse-submodules", "--", target, *specs)
+
+
+def push_atomic(git: "Git", target: str, sends: Sequence[tuple[str, str, str | None]]) -> dict[str, tuple[str, str]]:
+    """Push (local oid, remote ref, expected remote oid or None: absent) in ONE atomic push with
+    a lease on every ref; {remote ref: (porcelain flag, summary)} as `git push --porcelain` says."""
+    argv = ["push", "--atomic", "--porcelain", "--no-verify", "--no-follow-tags", "--no-signed",
+            "--no-recurse-submodules"]
+    argv += [f"--force-with-lease={ref}:{expected or ''}" for _, ref, expected in sends]
+    argv += ["--", target] + [f"{oid}:{ref}" for oid, ref, _ in sends]
+    proc = git.run(*argv, check=False)
+    lines = _porcelain(proc.stdout.decode("utf-8", "replace"))
+    if proc.returncode != 0 and not lines:
+        raise GitError(["git", *argv], proc.returncode, proc.stderr.decode("utf-8", "replace"))
+    return lines
+
+
+def _porcelain(text: str) -> dict[str, tuple[str, str]]:
+    result = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 3 and len(parts[0]) == 1:
+            result[parts[1].rpartition(":")[2]] = (parts[0], parts[2].strip())
+    return result

@@ -1,0 +1,175 @@
+"""Working trees: the worktree list, and every Git operation that reads or writes one.
+
+A listing is taken once and asked many questions (`WorktreeList.at`, `.on`); a command that
+must see what another process did meanwhile takes a new one (after taking its lock). A
+delivery snapshot stages into a copy of the worktree's index, so the executor's own index is
+never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+if TYPE_CHECKING:
+    from .git import Git
+
+
+@dataclass(frozen=True)
+class Worktree:
+    path: str
+    head: str | None
+    branch: str | None  # full ref name, e.g. refs/heads/imm/demo; None when detached
+    bare: bool = False
+    prunable: bool = False
+
+
+@dataclass(frozen=True)
+class StatusEntry:
+    xy: str    # the two status letters of `git status --porcelain=v1`
+    path: str
+
+
+class WorktreeList(list):
+    """`git worktree list --porcelain`, with look-ups by real path and by branch."""
+
+    def __init__(self, items: Iterable[Worktree]) -> None:
+        super().__init__(items)
+        self._by_path = {os.path.realpath(wt.path): wt for wt in self}
+        self._by_branch = {wt.branch: wt for wt in self if wt.branch}
+
+    def at(self, path: str) -> Worktree | None:
+        """The worktree whose root is `path` (after resolving symbolic links), or None."""
+        return self._by_path.get(os.path.realpath(path))
+
+    def on(self, branch_ref: str) -> Worktree | None:
+        """The worktree checked out on the full ref `branch_ref`, or None."""
+        return self._by_branch.get(branch_ref)
+
+
+class WorkingTrees:
+    def __init__(self, git: "Git") -> None:
+        self.git = git
+
+    # -- the list ------------------------------------------------------------------------------
+
+    def list(self) -> WorktreeList:
+        text = self.git.run("worktree", "list", "--porcelain", "-z", check=False).stdout.decode("utf-8", "surrogateescape")
+        found: list[Worktree] = []
+        for block in text.split("\0\0"):
+            fields: dict[str, str] = {}
+            for line in block.split("\0"):
+                if line:
+                    key, _, value = line.partition(" ")
+                    fields[key] = value
+            if "worktree" in fields:
+                found.append(Worktree(path=fields["worktree"], head=fields.get("HEAD"), branch=fields.get("branch"),
+                                      bare="bare" in fields, prunable="prunable" in fields))
+        return WorktreeList(found)
+
+    def add(self, path: str, target: str, *, detach: bool = False) -> None:
+        """`git worktree add` at `path` of a branch (short name) or, detached, a commit."""
+        self.git.run("worktree", "add", "-q", *(["--detach"] if detach else []), path, target)
+
+    def remove(self, path: str) -> None:
+        """`git worktree remove` (never forced: a worktree with changes stays and Git says why)."""
+        self.git.run("worktree", "remove", path)
+
+    def prune(self) -> None:
+        self.git.run("worktree", "prune")
+
+    # -- reading a worktree --------------------------------------------------------------------
+
+    def status(self, cwd: str | None = None, *, untracked: str = "all", excludes: str | None = None) -> list[StatusEntry]:
+        """`git status --porcelain=v1 -z --no-renames`, parsed (never takes the index lock)."""
+        extra = ["-c", f"core.excludesFile={excludes}"] if excludes else []
+        proc = self.git.run("--no-optional-locks", *extra, "status", "--porcelain=v1", "-z", "--no-renames",
+                            f"--untracked-files={untracked}", cwd=cwd)
+        return [StatusEntry(xy=item[:2], path=item[3:])
+                for item in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if item]
+
+    def is_clean(self, cwd: str, excludes: str | None = None) -> bool:
+        return not self.status(cwd, excludes=excludes)
+
+    def flagged(self, cwd: str | None = None) -> list[str]:
+        """Index entries marked assume-unchanged or skip-worktree (`git ls-files -v`)."""
+        out = self.git.run("ls-files", "-v", "-z", cwd=cwd).stdout.decode("utf-8", "surrogateescape")
+        return [f[2:] for f in out.split("\0") if f and (f[0].islower() or f[0] == "S")]
+
+    def index_path(self, worktree: str) -> str:
+        """The worktree's index file, read from its `.git` (no Git process); Git answers the rest."""
+        dot_git = os.path.join(worktree, ".git")
+        if os.path.isdir(dot_git):
+            return os.path.join(dot_git, "index")
+        try:
+            with open(dot_git, encoding="utf-8") as fh:
+                first = fh.readline().strip()
+        except (OSError, UnicodeDecodeError):
+            first = ""
+        if first.startswith("gitdir: "):
+            return os.path.join(worktree, first[len("gitdir: "):], "index")
+        return self.git.out("rev-parse", "--path-format=absolute", "--git-path", "index", cwd=worktree)
+
+    def snapshot(self, worktree: str, excludes: str | None = None) -> str:
+        """The tree of HEAD plus every change Git does not ignore; the real index is untouched."""
+        index = self.index_path(worktree)
+        extra = ["-c", f"core.excludesFile={excludes}"] if excludes else []
+        with tempfile.TemporaryDirectory(prefix="git-lanes-index.") as tmp:
+            temp_index = os.path.join(tmp, "index")
+            if os.path.exists(index):
+                shutil.copyfile(index, temp_index)
+            env = {**self.git.env, "GIT_INDEX_FILE": temp_index}
+            self.git.run(*extra, "add", "-A", cwd=worktree, env=env)
+            return self.git.run("write-tree", cwd=worktree, env=env).stdout.decode().strip()
+
+    def binary_patch(self, worktree: str, head: str, paths: Sequence[str]) -> bytes:
+        """A binary patch that re-applies the worktree's versions of `paths` onto `head`, built
+        with a temporary index (the worktree's own index is never touched)."""
+        with tempfile.TemporaryDirectory(prefix="git-lanes-patch.") as tmp:
+            env = {**self.git.env, "GIT_INDEX_FILE": os.path.join(tmp, "index")}
+            self.git.run("read-tree", head, cwd=worktree, env=env)
+            data = b"".join(os.fsencode(p) + b"\0" for p in paths)
+            self.git.run("update-index", "--add", "-z", "--stdin", cwd=worktree, env=env, input=data)
+            return self.git.run("diff", "--cached", "--binary", "--full-index", "--no-renames", "--no-ext-diff",
+                                "--no-textconv", "--no-color", "--src-prefix=a/", "--dst-prefix=b/", head,
+                                cwd=worktree, env=env).stdout
+
+    # -- writing a worktree ----------------------------------------------------------------------
+
+    def checkout_paths(self, worktree: str, paths: Sequence[str]) -> None:
+        """Check `paths` out from the index (literally: no pathspec magic)."""
+        if paths:
+            data = b"".join(os.fsencode(p) + b"\0" for p in paths)
+            self.git.run("--literal-pathspecs", "checkout", "--pathspec-from-file=-", "--pathspec-file-nul",
+                         cwd=worktree, input=data)
+
+    def checkout_detached(self, worktree: str, commit: str) -> None:
+        """Move a detached worktree to `commit` (a two-tree checkout: only changed files)."""
+        self.git.run("checkout", "-q", "-f", "--detach", commit, cwd=worktree)
+
+    def clean(self, worktree: str, keep: Sequence[str] = ()) -> None:
+        """Remove every untracked and ignored file except those matching `keep`."""
+        excludes: list[str] = []
+        for pattern in keep:
+            excludes += ["-e", pattern]
+        self.git.run("clean", "-q", "-ffdx", *excludes, cwd=worktree)
+
+    def refresh_index(self, worktree: str) -> None:
+        """`git reset --mixed`: the index follows HEAD, the files stay (best effort)."""
+        self.git.run("reset", "-q", "--mixed", cwd=worktree, check=False)
+
+    def fast_forward(self, worktree: str, commit: str) -> None:
+        """`git merge --ff-only` in `worktree` (Git's own compare-and-swap of its branch)."""
+        self.git.run("-c", "maintenance.auto=false", "merge", "--ff-only", "--no-verify-signatures", "-q", commit,
+                     cwd=worktree)
+
+    def switch(self, worktree: str | None, branch: str) -> None:
+        self.git.run("switch", "-q", branch, cwd=worktree)
+
+    def commit_all(self, worktree: str, message: str) -> None:
+        """Stage everything and commit (for repositories git-lanes builds itself: the demo)."""
+        self.git.run("add", "-A", cwd=worktree)
+        self.git.run("commit", "-q", "-m", message, cwd=worktree)

@@ -1,0 +1,130 @@
+"""The child lifecycle (SPEC §4): every move of a child between states, in one place. Pure.
+
+    pending -> enrolled -> settled -> lane_committed -> integrated -> released
+    needs_human from any in-flight state; skipped_blocked from pending when a dependency parks
+
+Each function checks that the move is one §4 allows (an illegal move is a bug: `AssertionError`)
+and keeps the fields that go with a state right (a park drops `correction_due`, a restart
+drops the lane, ...). The whole record is validated again when it is written.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .model import DONE, IN_FLIGHT
+
+if TYPE_CHECKING:
+    from .model import BatchRecord, Child, Lane
+
+_MOVES = {
+    "pending": {"enrolled", "skipped_blocked"},
+    "enrolled": {"settled", "needs_human"},
+    "settled": {"lane_committed", "needs_human"},
+    "lane_committed": {"integrated", "needs_human"},
+    "integrated": {"released"},
+    "released": set(),
+    "needs_human": {"pending", "enrolled", "settled", "lane_committed"},
+    "skipped_blocked": {"pending"},
+}
+
+
+def _move(child: "Child", to: str) -> None:
+    assert to in _MOVES[child.state], f"{child.task_id}: {child.state} -> {to} is not a lifecycle move"
+    child.state = to
+
+
+def enroll(child: "Child", lane: "Lane") -> None:
+    """An admitted lane: the child runs in it from a clean slate of counters."""
+    _move(child, "enrolled")
+    child.reason = None
+    child.qa_failures = 0
+    child.qa_attempts_seen = 0
+    child.lane = lane
+
+
+def settle(child: "Child", at: str, attempt: int) -> None:
+    """A passed (and, if needed, approved) attempt still equal to the lane's delivery."""
+    _move(child, "settled")
+    child.settled_at = at
+    child.lane.attempt = attempt
+
+
+def commit_lane(child: "Child", commit: str, executor_commits: list[str]) -> None:
+    _move(child, "lane_committed")
+    child.lane.lane_commit = commit
+    child.lane.executor_commits = executor_commits
+
+
+def integrate(child: "Child", commit: str) -> None:
+    _move(child, "integrated")
+    child.commit = commit
+    child.reason = None
+
+
+def release(child: "Child") -> None:
+    _move(child, "released")
+
+
+def park(record: "BatchRecord", child: "Child", reason: str) -> list[str]:
+    """needs_human with `reason`; pending dependents (transitively) skipped; their ids."""
+    _move(child, "needs_human")
+    child.reason = reason
+    child.correction_due = None
+    return skip_dependents(record, child.task_id)
+
+
+def skip_dependents(record: "BatchRecord", task_id: str) -> list[str]:
+    """Every pending child that (transitively) depends on `task_id` becomes skipped_blocked."""
+    parked = {task_id}
+    skipped = []
+    changed = True
+    while changed:
+        changed = False
+        for c in record.children:
+            if c.state == "pending" and parked.intersection(c.blocked_by):
+                dep = next(d for d in c.blocked_by if d in parked)
+                _move(c, "skipped_blocked")
+                c.reason = f"dependency {dep} parked"
+                parked.add(c.task_id)
+                skipped.append(c.task_id)
+                changed = True
+    return skipped
+
+
+def stop_batch(record: "BatchRecord", state: str, reason: str) -> list[str]:
+    """Park every in-flight child with `reason`, then stop the batch; the parked ids."""
+    parked = []
+    for c in record.children:
+        if c.state in IN_FLIGHT:
+            park(record, c, reason)
+            parked.append(c.task_id)
+    record.batch_state = state
+    record.reason = reason
+    return parked
+
+
+def free(child: "Child", state: str, *, at: str | None = None, attempt: int | None = None,
+         settled_at: str | None = None) -> None:
+    """A parked child resumed to `state` (recovered from Git), its counters reset."""
+    _move(child, state)
+    if state == "pending":
+        child.lane = None
+        child.settled_at = None
+        child.qa_attempts_seen = 0
+    elif state == "settled":
+        child.lane.attempt = attempt
+        child.settled_at = settled_at
+    child.reason = None
+    child.qa_failures = 0
+    child.correction_due = None
+
+
+def unblock(child: "Child") -> None:
+    """A skipped child back to pending once the park that skipped it is lifted."""
+    _move(child, "pending")
+    child.reason = None
+
+
+def done(record: "BatchRecord") -> bool:
+    return all(c.state in DONE for c in record.children)

@@ -1,0 +1,189 @@
+"""The one runner of the commands git-lanes starts (checks, setup, executors, correctors).
+
+Every command runs without a shell, in its own process group, which never outlives its leader:
+on a timeout, on Ctrl-C, and once the leader has exited (stragglers), the whole group is killed.
+The leader stays unreaped until then, so its group id cannot be reused meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from typing import IO, Mapping, Sequence
+
+TAIL_BYTES = 4096
+MISSING_EXIT_CODE = 127
+_POLL = 0.02    # seconds between looks at the leader while reading
+_DRAIN = 0.5    # seconds to read what is left after the group is killed
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How a command ended: its exit code, or the signal that ended it."""
+    exit_code: int | None
+    signal: str | None
+    timed_out: bool
+    output: bytes           # the last `tail` bytes of stdout (+ stderr when merged)
+    stderr: bytes = b""     # when asked for separately
+
+
+class Group:
+    """One command in its own process group."""
+
+    def __init__(self, argv: Sequence[str], *, cwd, env: Mapping[str, str], stdin: int | None = subprocess.DEVNULL,
+                 stdout: int | IO[bytes] = subprocess.PIPE, stderr: int | IO[bytes] = subprocess.STDOUT) -> None:
+        self.proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdin=stdin, stdout=stdout, stderr=stderr,
+                                     start_new_session=True)
+        self.pid = self.proc.pid
+
+    def exited(self) -> bool:
+        """Has the leader exited? It stays unreaped, so its group id stays reserved."""
+        if self.proc.returncode is not None:
+            return True
+        if hasattr(os, "waitid"):
+            try:
+                return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+            except ChildProcessError:
+                return True
+        return self.proc.poll() is not None
+
+    def wait_exited(self) -> None:
+        """Block until the leader exits, leaving it unreaped."""
+        if hasattr(os, "waitid"):
+            while True:
+                try:
+                    os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+                    return
+                except InterruptedError:
+                    continue
+                except ChildProcessError:
+                    return
+        self.proc.wait()
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the whole group (never once the leader is reaped: its id may be someone else's)."""
+        if self.proc.returncode is not None:
+            return
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def reap(self) -> int:
+        """Kill what is left of the group and reap the leader; its return code."""
+        self.kill()
+        return self.proc.wait()
+
+
+def run(argv: Sequence[str], *, cwd, env: Mapping[str, str], timeout: float, input: bytes | None = None,
+        separate_stderr: bool = False, tail: int = TAIL_BYTES) -> Finished:
+    """Run one command to its end (or its timeout); raises OSError when it cannot start.
+
+    A KeyboardInterrupt kills the group and is re-raised."""
+    group = Group(argv, cwd=cwd, env=env, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                  stderr=subprocess.PIPE if separate_stderr else subprocess.STDOUT)
+    out, err = bytearray(), bytearray()
+    streams = {group.proc.stdout.fileno(): out}
+    if separate_stderr:
+        streams[group.proc.stderr.fileno()] = err
+    try:
+        if input is not None:   # fed from a thread: a command may write before it has read it all
+            threading.Thread(target=_feed, args=(group.proc.stdin, input), daemon=True).start()
+        timed_out = _collect(group, streams, time.monotonic() + timeout, tail)
+    except BaseException:
+        group.reap()
+        _close(group)
+        raise
+    group.kill()              # timeout, or stragglers once the leader has exited
+    _drain(streams, tail)
+    _close(group)
+    code = group.proc.wait()
+    if timed_out:
+        return Finished(None, "SIGKILL", True, bytes(out), bytes(err))
+    if code < 0:
+        return Finished(None, signal_name(-code), False, bytes(out), bytes(err))
+    return Finished(code, None, False, bytes(out), bytes(err))
+
+
+def _feed(stdin: IO[bytes], data: bytes) -> None:
+    try:
+        stdin.write(data)
+    except BrokenPipeError:
+        pass
+    finally:
+        try:
+            stdin.close()
+        except BrokenPipeError:
+            pass
+
+
+def _keep(buffer: bytearray, chunk: bytes, tail: int) -> None:
+    buffer += chunk
+    if len(buffer) > tail:
+        del buffer[:-tail]
+
+
+def _collect(group: Group, streams: dict[int, bytearray], deadline: float, tail: int) -> bool:
+    """Read output until the leader exits; True when the deadline came first."""
+    open_fds = set(streams)
+    pause = 0.0005   # once every stream is at EOF: short, growing pauses (a fast command costs ~1 ms)
+    with selectors.DefaultSelector() as sel:
+        for fd in open_fds:
+            sel.register(fd, selectors.EVENT_READ)
+        while not group.exited():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return True
+            if not open_fds:
+                time.sleep(min(pause, remaining))
+                pause = min(pause * 2, _POLL)
+                continue
+            for key, _ in sel.select(min(_POLL, remaining)):
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    _keep(streams[key.fd], chunk, tail)
+                else:
+                    open_fds.discard(key.fd)
+                    sel.unregister(key.fd)
+    return False
+
+
+def _drain(streams: dict[int, bytearray], tail: int) -> None:
+    """Read what is left in the pipes, giving up after a short grace (an escaped writer)."""
+    end = time.monotonic() + _DRAIN
+    with selectors.DefaultSelector() as sel:
+        for fd in streams:
+            sel.register(fd, selectors.EVENT_READ)
+        live = set(streams)
+        while live and (remaining := end - time.monotonic()) > 0:
+            ready = sel.select(remaining)
+            if not ready:
+                return
+            for key, _ in ready:
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    _keep(streams[key.fd], chunk, tail)
+                else:
+                    live.discard(key.fd)
+                    sel.unregister(key.fd)
+
+
+def _close(group: Group) -> None:
+    for stream in (group.proc.stdout, group.proc.stderr, group.proc.stdin):
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"SIG{number}"

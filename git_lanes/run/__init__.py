@@ -1,0 +1,156 @@
+"""`git lanes run`: the Parent in a box (SPEC §13), and `git lanes demo`.
+
+One process drives a batch to its end. It starts the batch (or continues a running one; never a
+`needs_human` one), ticks in-process, provisions the lanes the handoffs name, runs one executor
+session per lane and, when the executor exits without `git lanes done`, runs `done` for it.
+Ctrl-C leaves a batch that the next `run` continues. The result (the final report, the summary's
+facts and the error, if any) goes back to the CLI, which prints it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..checks import split_command
+from ..errors import LanesError, usage
+from ..gitio import BatchBranch
+from ..ids import check_id
+from ..session import Session
+from ..tick import status_report
+from ..workspace import repo_id
+from .loop import TERMINAL, Driver, Stop
+
+
+@dataclass
+class RunResult:
+    report: dict[str, Any]
+    exit_code: int
+    error: str | None = None                              # printed as `error: <text>`
+    summary: dict[str, Any] = field(default_factory=dict)   # what the human summary shows
+
+
+def _passed(report: dict[str, Any]) -> bool:
+    fv = report.get("final_verification")
+    return report.get("batch_state") == "completed" and bool(fv) and bool(fv.get("passed"))
+
+
+def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver | None, log_dir: str) -> dict[str, Any]:
+    """The summary's facts: the stored reason, the per-child table, the batch branch's log."""
+    snap = s.batches.read(slug)
+    stored = snap.record.reason if snap is not None and snap.record.batch_id == report["batch_id"] else None
+    track = driver.track if driver else {}
+    rows = [(c["task_id"], c["state"], str(track[c["task_id"]].sessions if c["task_id"] in track else 0),
+             str(c.get("qa_failures", 0)), str(c.get("corrections", 0)), (c.get("commit") or "")[:12])
+            for c in report["children"]]
+    base = snap.record.base_head if snap is not None else None
+    branch = BatchBranch(slug)
+    log = None
+    if s.git.refs.resolve(branch.ref) is not None:
+        log = s.git.odb.log_oneline(f"{base}..{branch.name}" if base else branch.name).rstrip("\n")
+    return {"reason": stored or report.get("reason"), "rows": rows, "branch": branch.name, "base": base,
+            "log": log, "log_dir": log_dir}
+
+
+def _log_dir(s: Session, batch_id: str) -> str:
+    from platformdirs import user_log_dir
+
+    return os.path.join(user_log_dir("git-lanes", appauthor=False), repo_id(s), batch_id)
+
+
+def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, opts=None,
+        confirm: Callable[[str], bool] | None = None, as_json: bool = False,
+        out: Callable[[str], None] = print) -> RunResult:
+    """Drive the batch of `slug` to its end; exit 0 only for `completed` with final verification passed."""
+    from ..start import StartOptions, start
+
+    check_id(slug, "slug")
+    argv = split_command(executor)
+    corrector_argv = split_command(corrector) if corrector is not None else None
+    for option, words in (("--executor", argv), ("--corrector", corrector_argv)):
+        # a bare name is looked up on PATH now; a path runs relative to the lane, so it is left to the lane
+        if words and os.sep not in words[0] and shutil.which(words[0]) is None:
+            raise usage(f"{option}: {words[0]}: command not found")
+    opts = opts or StartOptions()
+    snap = s.batches.read(slug)
+    if snap is None or snap.record.terminal:
+        record = start(s, slug, opts, confirm or (lambda text: True))
+        how = "started"
+    else:
+        record = snap.record
+        how = "continuing"
+        if record.batch_state == "needs_human":
+            report = status_report(s, slug)
+            return RunResult(report, 1, f"batch_needs_human: batch {record.batch_id} needs a human decision "
+                                        f"({record.reason}); run never resumes it: inspect 'git lanes status', "
+                                        f"then 'git lanes resume {slug}' and run again",
+                             summary_facts(s, slug, report, None, _log_dir(s, record.batch_id)))
+        given = {"--max-parallel": (opts.max_parallel, record.max_parallel, 1),
+                 "--qa-failure-limit": (opts.qa_failure_limit, record.budget.qa_failure_limit, 2)}
+        for option, (value, recorded, default) in given.items():
+            if value != default and value != recorded:
+                s.warn(f"batch {record.batch_id} runs with {option} {recorded} (fixed when it started); "
+                       f"{option} {value} does not apply")
+    log_dir = _log_dir(s, record.batch_id)
+    driver = Driver(s, slug, record, argv, corrector_argv, as_json, out, log_dir)
+    driver.progress.event(f"{how} batch {record.batch_id} (max parallel {record.max_parallel}); executor: {executor}")
+    driver.progress.event(f"session logs: {log_dir}/<task>-<n>.log")
+    _drive(driver)
+    interrupted = driver.interrupted.is_set()
+    coord = driver.cs
+    coord.worktrees(refresh=True)
+    # the last tick's report when it is the latest word (a batch that ended); else the stored record's
+    ended = driver.report.get("batch_state") in TERMINAL + ("needs_human",)
+    final = driver.report if ended and not interrupted and not driver.removed else status_report(coord, slug)
+    driver.progress.close()
+    result = RunResult(final, 0, None, summary_facts(coord, slug, final, driver, log_dir))
+    if interrupted:
+        result.exit_code, result.error = 130, (f"interrupted; the batch is left as it is: run 'git lanes run {slug} "
+                                              "--executor ...' again to continue")
+    elif driver.stop_reason:
+        result.exit_code, result.error = 1, driver.stop_reason
+    elif final["batch_state"] == "needs_human":
+        result.exit_code, result.error = 1, (f"batch_needs_human: {final.get('reason')}; inspect 'git lanes status "
+                                             f"{slug}', then 'git lanes resume {slug}' and run again")
+    elif not _passed(final):
+        result.exit_code = 1
+        result.error = ("the final verification did not pass" if final["batch_state"] == "completed"
+                        else f"the batch ended {final['batch_state']}: {final.get('reason')}")
+    return result
+
+
+def _drive(driver: Driver) -> None:
+    """The loop, with Ctrl-C handled: sessions are stopped, spare lanes removed, the batch left as it is."""
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, driver.on_sigint) if in_main else None
+    try:
+        try:
+            driver.drive()
+        except Stop as stop:
+            driver.stop_reason = str(stop)
+        except LanesError:
+            if not driver.interrupted.is_set():
+                raise
+        if not driver.interrupted.is_set() and driver.wait_all():
+            try:  # what the last sessions delivered goes in before the summary
+                driver.tick()
+            except Stop as stop:
+                driver.stop_reason = driver.stop_reason or str(stop)
+        if driver.interrupted.is_set():
+            driver.sessions.wind_down()
+        elif driver.report.get("batch_state") in TERMINAL:
+            driver.release_all()
+    except BaseException:
+        driver.interrupted.set()
+        driver.sessions.wind_down()
+        raise
+    finally:
+        try:
+            driver.spares.drop_all()   # never admitted, they hold nothing; a new run makes new ones
+        finally:
+            if in_main:
+                signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,377 @@
+"""The driver of `git lanes run` (SPEC §13): tick, act on the handoffs, wait for a session to end.
+
+Every decision is in the records Git holds; the driver only keeps what a person watching needs
+(sessions, timings) and what makes it fast (spare lanes, releases while waiting).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from typing import Any, Callable
+
+from ..decisions.admission import MAX_OFFERS
+from ..decisions.instruction import MAX_TEXT, InstructionRequest
+from ..errors import LanesError
+from ..gitio import LaneBranch
+from ..procs import run as run_process
+from ..session import Session
+from ..tick import Request, run_tick
+from ..workspace import create_lane, default_lane_path
+from .progress import Progress, Track, child_rows
+from .prompts import default_correction, failing_checks, failure_text
+from .sessions import Sess, Sessions
+from .spares import Spares
+
+CORRECTOR_TIMEOUT = 600.0
+EMPTY_SESSIONS = 2     # sessions in a row without a delivery before the driver gives the lane up
+STALLS = 3             # rounds in a row with nothing running and nothing startable before giving up
+PROVISION_TRIES = 3    # failed provisions of one lane before the driver leaves it to a person
+TERMINAL = ("completed", "failed", "budget_stopped", "superseded")
+
+
+class Stop(Exception):
+    """The driver cannot go on (the batch stays as it is, resumable)."""
+
+
+class Driver:
+    def __init__(self, s: Session, slug: str, record, argv: list[str], corrector: list[str] | None,
+                 as_json: bool, out: Callable[[str], None], log_dir: str) -> None:
+        self.slug = slug
+        self.batch_id = record.batch_id
+        self.corrector = corrector
+        # the coordinator's session, reused by every tick (a missing coordinator: the tick says so)
+        self.cs = Session(cwd=record.coordinator) if os.path.isdir(record.coordinator) else s
+        self.sessions = Sessions(slug=slug, batch_id=record.batch_id, argv=argv,
+                                 local_vars=tuple(s.git.local_env_vars), log_dir=log_dir)
+        try:  # the authorized scopes (a revision only narrows one): what spare lanes must not overlap
+            scopes = {t.task_id: list(t.intent.scope) for t in self.cs.plan_at(record.base_head, slug).tasks}
+        except LanesError:
+            scopes = {}
+        tty = sys.stdout.isatty() and os.environ.get("TERM", "") not in ("", "dumb")
+        self.progress = Progress(out, tty, quiet_stdout=as_json)
+        self.progress.rows = lambda: child_rows(self.report, self.track, self.sessions.active, time.monotonic())
+        self.spares = Spares(lambda: self.cs, slug, record.batch_id, scopes, min(record.max_parallel, 32),
+                             self.progress.event)
+        self.track: dict[str, Track] = {}
+        self.removed = False                          # lanes removed since the last tick
+        self.releases: list[dict[str, Any]] = []      # release handoffs, carried out while waiting
+        self.report: dict[str, Any] = {}
+        self.prev: dict[str, dict[str, Any]] = {}
+        self.stop_reason: str | None = None
+
+    @property
+    def interrupted(self):
+        return self.sessions.interrupted
+
+    def track_of(self, task_id: str) -> Track:
+        return self.track.setdefault(task_id, Track())
+
+    # -- ticks and reports --------------------------------------------------------------------------
+
+    def tick(self, request: Request | None = None, spares: bool = False) -> dict[str, Any]:
+        """One tick; with `spares`, the spare lanes are offered too (admitted when a slot is free)."""
+        request = request or Request(actor="run")
+        offered: dict[str, str] = {}
+        if spares and self.spares.lanes:
+            named = {task for task, _ in request.offers}
+            room = max(0, MAX_OFFERS - len(request.offers))
+            offered = dict([(t, p) for t, p in self.spares.lanes.items() if t not in named][:room])
+            request.offers = list(request.offers) + list(offered.items())
+            self.spares.refresh(self.report, named)
+        outcome = run_tick(self.cs, self.slug, request)
+        self.removed = False
+        report = outcome.report
+        if outcome.error is not None and report.get("batch_state") == "rejected":
+            raise Stop(outcome.error.message)
+        quiet = set()
+        if offered:
+            states = {c["task_id"]: c["state"] for c in report["children"]}
+            refusals = {r["task_id"]: r["reason"] for r in report.get("lane_refusals", [])}
+            for task, path in offered.items():
+                if states.get(task) != "pending":
+                    self.spares.take(task)
+                    self.progress.event(f"{task}: lane {path}")
+                elif refusals.get(task) == "batch_lane_unknown_child":
+                    quiet.add(task)    # no free slot yet: it stays a spare
+                else:
+                    self.spares.drop(task)
+        self.note(report, quiet)
+        return report
+
+    def note(self, report: dict[str, Any], quiet: set[str] = frozenset()) -> None:
+        """Events for what changed since the last report."""
+        self.report = report
+        if report.get("batch_state") == "rejected":
+            return
+        for c in report["children"]:
+            task = c["task_id"]
+            before = self.prev.get(task, {})
+            state = c["state"]
+            if state != before.get("state") and before:
+                if state in ("integrated", "released") and before.get("state") not in ("integrated", "released"):
+                    self.track_of(task).finished = time.monotonic()
+                    self.progress.event(f"{task}: integrated {c['commit'][:12]}")
+                if state == "released":
+                    self.progress.event(f"{task}: lane released")
+                elif state == "needs_human":
+                    self.track_of(task).finished = time.monotonic()
+                    self.progress.event(f"{task}: parked: {c['reason']}")
+                elif state == "skipped_blocked":
+                    self.progress.event(f"{task}: skipped ({c['reason']})")
+            if c.get("qa_failures", 0) > before.get("qa_failures", 0):
+                self.progress.event(f"{task}: QA failures {c['qa_failures']}")
+            if c.get("correction_due") and not before.get("correction_due"):
+                self.progress.event(f"{task}: correction due ({c['correction_due']})")
+            self.prev[task] = c
+        for r in report.get("lane_refusals", []):
+            if r["task_id"] not in quiet:
+                self.progress.event(f"{r['task_id']}: lane refused: {r['reason']}")
+        self.progress.draw()
+
+    # -- the loop ---------------------------------------------------------------------------------------
+
+    def drive(self) -> None:
+        report = self.tick()
+        stalls = 0
+        while not self.interrupted.is_set():
+            if report["batch_state"] != "running":
+                return
+            report = self.act(report)
+            if report["batch_state"] != "running" or self.interrupted.is_set():
+                continue
+            if not self.sessions.active:  # nothing runs: tick a few times (someone may work a lane), then stop
+                stalls += 1
+                if stalls >= STALLS:
+                    raise Stop(self._stuck_reason(report))
+                report = self.tick()
+                continue
+            stalls = 0
+            ended = self.sessions.wait(self._chore, lambda: self.progress.draw(force=False))
+            if not ended:
+                return  # interrupted
+            # One tick per ended session, each observing (and integrating) only its lane and offering
+            # the spare lanes: a freed slot is filled at once, not after every ended lane integrated.
+            for i, sess in enumerate(ended):
+                self.after_session(sess)
+                report = self.tick(Request(actor="run", only={sess.task_id}), spares=True)
+                if i + 1 < len(ended) and report["batch_state"] == "running" and not self.interrupted.is_set():
+                    report = self.act(report)
+
+    def _chore(self) -> Callable[[], None] | None:
+        """One small job to do while sessions run: a spare lane, else a release."""
+        spare = self.spares.next(self.report)
+        if spare:
+            return lambda: self.spares.make(spare)
+        if self.releases:
+            return lambda: self.release(self.releases.pop(0))
+        return None
+
+    def _stuck_reason(self, report: dict[str, Any]) -> str:
+        reviews = [c["task_id"] for c in report["children"] if c.get("next_obligation") == "review"]
+        if reviews:
+            return ("waiting for a review verdict on " + ", ".join(reviews) + "; give it with 'git lanes review "
+                    "<task> --approve|--reject', then run again")
+        failed = [t for t, tr in self.track.items() if tr.provision_failures]
+        if failed:
+            return "could not provision a lane for " + ", ".join(sorted(failed)) + "; see 'git lanes status'"
+        return "nothing is running and nothing can start; see 'git lanes status'"
+
+    def act(self, report: dict[str, Any]) -> dict[str, Any]:
+        """Corrections, provisions and sessions the report's handoffs call for."""
+        for h in [h for h in report["handoffs"] if h.get("action") == "correct"]:
+            if h["task_id"] in self.sessions.active or self.interrupted.is_set():
+                continue
+            report = self.correct(h)
+        for first in (True, False):
+            provisions = [h for h in report["handoffs"] if h.get("action") == "provision"
+                          and self.track_of(h["task_id"]).provision_failures < PROVISION_TRIES]
+            if first and (self.sessions.active or len(provisions) < 2):
+                continue
+            if provisions and not self.interrupted.is_set():
+                # when nothing runs yet, one lane first: its session starts while the others are made
+                report = self.provision(provisions[:1] if first else provisions)
+            if report["batch_state"] != "running":
+                return report
+            self.start_sessions(report)
+        self.releases = [h for h in report["handoffs"] if h.get("action") == "release"]
+        return report
+
+    def start_sessions(self, report: dict[str, Any]) -> None:
+        """A session for every lane whose handoff says implement and that has none running."""
+        for h in report["handoffs"]:
+            if self.interrupted.is_set():
+                break
+            if h.get("role") == "executor" and h["next_obligation"] == "implement" \
+                    and h["task_id"] not in self.sessions.active:
+                self.start_session(h["task_id"], h["lane_path"])
+
+    def start_session(self, task: str, lane_path: str) -> None:
+        tr = self.track_of(task)
+        n = self.sessions.next_n(task, tr)
+        tr.sessions += 1
+        if tr.first_start is None:
+            tr.first_start = time.monotonic()
+        tr.finished = None
+        self.sessions.start(task, lane_path, n)
+        self.progress.event(f"{task}: session {n} started")
+
+    def after_session(self, sess: Sess) -> None:
+        from ..laneside import give_up
+
+        self.sessions.finished(sess)
+        tr = self.track_of(sess.task_id)
+        took = (sess.ended or time.monotonic()) - sess.started
+        code = "" if sess.exit_code is None else f"exit code {sess.exit_code}, "
+        self.progress.event(f"{sess.task_id}: session {sess.n} ended ({code}{took:.1f} s): {sess.outcome}")
+        if sess.outcome.startswith("error"):
+            tr.errors += 1
+            if tr.errors >= 2:
+                raise Stop(f"the sessions of {sess.task_id} keep failing: {sess.outcome}")
+            return
+        tr.errors = 0
+        if sess.outcome != "delivered nothing":
+            tr.empty = 0
+            return
+        tr.empty += 1
+        if tr.empty >= EMPTY_SESSIONS:
+            text = (f"{tr.empty} executor sessions in a row ended without a delivery "
+                    f"(last: exit code {sess.exit_code}; log {sess.log_path})")
+            try:
+                give_up(self.sessions.lane_session(sess.lane_path), text[:4000])
+            except LanesError as exc:
+                raise Stop(f"{sess.task_id}: its sessions deliver nothing and giving up failed: {exc.message}")
+            self.progress.event(f"{sess.task_id}: gave up: {text}")
+
+    def wait_all(self) -> bool:
+        """Wait for the sessions still running when the loop stopped; True when any ended."""
+        any_ended = False
+        while self.sessions.active and not self.interrupted.is_set():
+            for sess in self.sessions.wait(lambda: None, lambda: self.progress.draw(force=False)):
+                any_ended = True
+                self.sessions.active.pop(sess.task_id, None)
+                took = (sess.ended or time.monotonic()) - sess.started
+                self.progress.event(f"{sess.task_id}: session {sess.n} ended ({took:.1f} s): {sess.outcome}")
+        return any_ended
+
+    # -- provisioning ----------------------------------------------------------------------------------
+
+    def provision(self, handoffs: list[dict[str, Any]]) -> dict[str, Any]:
+        """Create every lane the handoffs name, then offer them all in one tick."""
+        s = self.cs
+        offers = []
+        for h in handoffs[:MAX_OFFERS]:
+            task = h["task_id"]
+            spare = self.spares.take(task)
+            if spare is not None:
+                offers.append((task, spare))
+                continue
+            try:
+                path = create_lane(s, self.slug, task, h["base_head"], self.batch_id)
+            except LanesError as exc:
+                path = self._existing_lane(s, task) if exc.code == "batch_lane_branch_exists" else None
+                if path is None:
+                    self.track_of(task).provision_failures += 1
+                    self.progress.event(f"{task}: cannot provision: {exc.message}")
+                    continue
+            offers.append((task, path))
+        if not offers:
+            return self.report
+        # only=set(): this tick admits, it observes no lane (the ticks after the sessions do that)
+        report = self.tick(Request(offers=offers, only=set(), actor="run"), spares=True)
+        enrolled = {c["task_id"] for c in report["children"] if c["state"] != "pending"}
+        refusals = {r["task_id"]: r["reason"] for r in report.get("lane_refusals", [])}
+        for task, path in offers:
+            if task in enrolled:
+                self.progress.event(f"{task}: lane {path}")
+            elif refusals.get(task) == "batch_lane_unknown_child":
+                self.spares.keep(task, path)      # its slot went to another child meanwhile: keep it
+            else:                                  # refused: never admitted, so it holds no work
+                self.track_of(task).provision_failures += 1
+                self.spares.keep(task, path)
+                self.spares.drop(task)
+                self.spares.never.discard(task)
+        return report
+
+    def _existing_lane(self, s: Session, task: str) -> str | None:
+        """A lane branch left by an interrupted provision: its worktree (added if missing), to offer."""
+        branch = LaneBranch(self.slug, task)
+        wt = s.worktrees().on(branch.ref)
+        if wt is not None:
+            return wt.path
+        path = default_lane_path(s, self.slug, task)
+        if os.path.exists(path) and os.listdir(path):
+            return None
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        s.git.work.add(path, branch.name)
+        return path
+
+    # -- corrections ------------------------------------------------------------------------------------
+
+    def correct(self, handoff: dict[str, Any]) -> dict[str, Any]:
+        task = handoff["task_id"]
+        lrec, _ = self.sessions.lane_session(handoff["lane_path"]).lanes.read(self.slug, task)
+        failed = failing_checks(lrec)
+        text = self._run_corrector(task, handoff["lane_path"], failed) if self.corrector else None
+        text = text or default_correction(task, failed)
+        req = InstructionRequest(task_id=task, kind="correction", text=text[:MAX_TEXT], session_state="idle")
+        report = self.tick(Request(instruction=req, actor="run"))
+        li = report.get("lane_instruction") or {}
+        if not li.get("accepted"):
+            raise Stop(f"the correction for {task} was refused: {li.get('reason')}")
+        self.progress.event(f"{task}: correction sent ({len(text)} characters)")
+        return report
+
+    def _run_corrector(self, task: str, cwd: str, failed: list[dict[str, Any]]) -> str | None:
+        try:
+            done = run_process(self.corrector, cwd=cwd, env=self.sessions.env(task), timeout=CORRECTOR_TIMEOUT,
+                               input=failure_text(failed).encode("utf-8", "replace"), separate_stderr=True,
+                               tail=1 << 20)
+        except OSError as exc:
+            self.progress.event(f"{task}: corrector cannot run ({exc}); sending the default correction")
+            return None
+        if done.timed_out:
+            self.progress.event(f"{task}: corrector timed out; sending the default correction")
+            return None
+        text = done.output.decode("utf-8", "replace").strip()
+        if done.exit_code != 0 or not text:
+            why = f"exit code {done.exit_code}" if done.exit_code else \
+                (f"killed by {done.signal}" if done.signal else "no output")
+            last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+            self.progress.event(f"{task}: corrector failed ({why}) {last[0]}".rstrip()
+                                + "; sending the default correction")
+            return None
+        return text[:MAX_TEXT]
+
+    # -- releases and stopping ---------------------------------------------------------------------------
+
+    def release(self, handoff: dict[str, Any]) -> None:
+        """Remove the lane a release handoff of the last tick names; the next tick records it."""
+        from ..steward import release_handoff
+
+        task = handoff["task_id"]
+        if task in self.sessions.active:
+            return
+        try:
+            release_handoff(self.cs, handoff)
+        except LanesError as exc:
+            self.progress.event(f"{task}: lane not released: {exc.message}")
+            return
+        self.removed = True
+
+    def release_all(self) -> None:
+        """Remove every lane the last report says to release, then tick once to record it."""
+        handoffs = [h for h in self.report.get("handoffs", []) if h.get("action") == "release"]
+        self.releases = []
+        for h in handoffs:
+            self.release(h)
+        if self.removed:
+            self.tick()
+
+    def on_sigint(self, signum, frame) -> None:
+        if self.interrupted.is_set():
+            raise KeyboardInterrupt
+        self.interrupted.set()
+        self.sessions.kill(signal.SIGTERM)

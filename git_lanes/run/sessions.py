@@ -1,0 +1,220 @@
+"""Executor sessions (SPEC §13): one thread per running session.
+
+The thread builds the prompt, runs the executor in its own process group (output appended to the
+session's log file), waits for it and, unless the executor delivered itself, runs `done` for it.
+The main thread only learns that a session ended (`wait`), so it ticks, provisions, corrects and
+releases meanwhile. Ctrl-C: SIGTERM to every group, SIGKILL after a grace.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from ..checks import child_env
+from ..errors import LanesError
+from ..procs import Group
+from ..session import Session
+from .prompts import build_prompt, failing_checks
+
+if TYPE_CHECKING:
+    from .progress import Track
+
+POLL = 0.05            # seconds between looks at the session queue when there is nothing else to do
+TERM_GRACE = 2.0       # seconds a session gets between SIGTERM and SIGKILL on Ctrl-C
+QUIET = 0.3            # seconds without an expected session end that a chore may take
+_KEEP = ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
+
+
+@dataclass
+class Sess:
+    task_id: str
+    n: int
+    lane_path: str
+    log_path: str
+    started: float
+    group: Group | None = None
+    reaped: bool = False
+    exit_code: int | None = None
+    ended: float | None = None
+    outcome: str = ""          # what happened once it ended (shown, and used to decide what next)
+    delivered: bool = False    # an attempt (or a give-up) exists that this session or its `done` made
+    thread: threading.Thread | None = None
+
+
+class Sessions:
+    def __init__(self, *, slug: str, batch_id: str, argv: list[str], local_vars: tuple[str, ...],
+                 log_dir: str) -> None:
+        self.slug = slug
+        self.batch_id = batch_id
+        self.argv = argv
+        self.local_vars = local_vars
+        self.log_dir = log_dir
+        self.active: dict[str, Sess] = {}
+        self.ended: queue.Queue[Sess] = queue.Queue()
+        self.lock = threading.RLock()
+        self.interrupted = threading.Event()
+        self.durations: list[float] = []   # of the sessions that ended, shortest first
+
+    def lane_session(self, path: str) -> Session:
+        """A session in a lane, blind to GIT_DIR & co. (they would name the coordinator's repository)."""
+        env = {k: v for k, v in os.environ.items() if k not in self.local_vars or k.startswith(_KEEP)}
+        return Session(cwd=path, environ=env)
+
+    def env(self, task: str) -> dict[str, str]:
+        return child_env(os.environ, self.local_vars, slug=self.slug, batch=self.batch_id, task=task)
+
+    # -- starting --------------------------------------------------------------------------------------
+
+    def next_n(self, task: str, track: "Track") -> int:
+        """The number of the next session of `task` (an earlier run's logs stay: number on from them)."""
+        if track.log_base is None:
+            try:
+                names = os.listdir(self.log_dir)
+            except OSError:
+                names = []
+            prefix = task + "-"
+            used = [int(n[len(prefix):-4]) for n in names
+                    if n.startswith(prefix) and n.endswith(".log") and n[len(prefix):-4].isdigit()]
+            track.log_base = max(used, default=0)
+        return track.log_base + track.sessions + 1
+
+    def start(self, task: str, lane_path: str, n: int) -> Sess:
+        sess = Sess(task, n, lane_path, os.path.join(self.log_dir, f"{task}-{n}.log"), time.monotonic())
+        self.active[task] = sess
+        sess.thread = threading.Thread(target=self._main, args=(sess,), name=f"lane-{task}", daemon=True)
+        sess.thread.start()
+        return sess
+
+    def _main(self, sess: Sess) -> None:
+        """Thread: prompt, executor, wait, then `done` unless the executor delivered itself."""
+        try:
+            from ..laneside import task_info
+
+            ls = self.lane_session(sess.lane_path)
+            info = task_info(ls)
+            lrec, _ = ls.lanes.read(self.slug, sess.task_id)
+            if lrec is not None and lrec.run_id != info["run_id"]:
+                lrec = None
+            before = (len(lrec.qa_attempts) if lrec else 0, bool(lrec and lrec.gave_up))
+            env = self.env(sess.task_id)
+            env["GIT_LANES_PROMPT"] = build_prompt(info, failing_checks(lrec))
+            os.makedirs(self.log_dir, exist_ok=True)
+            with open(sess.log_path, "ab") as log:
+                with self.lock:
+                    if self.interrupted.is_set():
+                        sess.outcome = "interrupted"
+                        return
+                    try:
+                        sess.group = Group(self.argv, cwd=sess.lane_path, env=env, stdout=log)
+                    except OSError as exc:
+                        log.write(f"git-lanes: cannot run the executor: {exc}\n".encode())
+                        sess.outcome = f"error: cannot run the executor: {exc.strerror or exc}"
+                        return
+            sess.group.wait_exited()
+            with self.lock:
+                sess.exit_code = sess.group.reap()   # whatever the executor left running in its group goes
+                sess.reaped = True
+            sess.ended = time.monotonic()
+            if self.interrupted.is_set():
+                sess.outcome = "interrupted"
+                return
+            ls.worktrees(refresh=True)   # what the executor may have changed
+            sess.outcome = self._after_exit(ls, sess, before, bool(info["unread"]))
+        except Exception as exc:  # reported by the main thread; the record is untouched or consistent
+            sess.outcome = "interrupted" if self.interrupted.is_set() else f"error: {type(exc).__name__}: {exc}"
+        finally:
+            if sess.ended is None:
+                sess.ended = time.monotonic()
+            self.ended.put(sess)
+
+    def _after_exit(self, ls: Session, sess: Sess, before: tuple[int, bool], had_unread: bool) -> str:
+        from ..laneside import done, inbox
+
+        snap = ls.batches.read(self.slug)
+        child = snap.record.child(sess.task_id) if snap is not None and snap.record.batch_id == self.batch_id else None
+        if child is None or child.state != "enrolled" or child.lane is None:
+            return f"ended ({child.state if child else 'gone'})"
+        if had_unread:
+            inbox(ls, ack=True)   # the session was given them
+        lrec, _ = ls.lanes.read(self.slug, sess.task_id)
+        if lrec is not None and lrec.run_id == child.lane.run_id:
+            if lrec.gave_up is not None and not before[1]:
+                sess.delivered = True
+                return "gave up"
+            if len(lrec.qa_attempts) > before[0]:
+                sess.delivered = True
+                return "ran done: " + ("passed" if lrec.qa_attempts[-1].passed else "failed")
+        if child.correction_due:
+            return "waits for a correction"
+        try:
+            doc = done(ls)
+        except LanesError as exc:
+            if exc.code == "correction_due":
+                return "waits for a correction"
+            if exc.code == "nothing_to_deliver":
+                return "delivered nothing"
+            raise
+        sess.delivered = True
+        return "done: " + ("passed" if doc["passed"] else "failed")
+
+    # -- waiting ----------------------------------------------------------------------------------------
+
+    def wait(self, chore: Callable[[], Callable[[], None] | None], draw: Callable[[], None]) -> list[Sess]:
+        """Sessions that ended (at least one); [] when interrupted. While none is expected to end
+        soon, `chore()` offers one small job (a spare lane, a release) to do meanwhile."""
+        while not self.interrupted.is_set():
+            job = chore() if self.quiet() else None
+            try:
+                first = self.ended.get_nowait() if job else self.ended.get(timeout=POLL)
+            except queue.Empty:
+                if job:
+                    job()
+                draw()
+                continue
+            ended = [first]
+            while True:
+                try:
+                    ended.append(self.ended.get_nowait())
+                except queue.Empty:
+                    return ended
+        return []
+
+    def quiet(self) -> bool:
+        """True when no session is expected to end within QUIET seconds (judged by the shortest
+        session so far): chores then never delay the tick an end calls for."""
+        if not self.durations:
+            return True
+        soonest = min((s.started + self.durations[0] for s in self.active.values()), default=float("inf"))
+        return soonest - time.monotonic() > QUIET
+
+    def finished(self, sess: Sess) -> None:
+        self.active.pop(sess.task_id, None)
+        if sess.ended is not None and sess.outcome != "interrupted":
+            self.durations.append(sess.ended - sess.started)
+            self.durations.sort()
+
+    # -- stopping ---------------------------------------------------------------------------------------
+
+    def kill(self, sig: int) -> None:
+        with self.lock:
+            for sess in list(self.active.values()):
+                if sess.group is not None and not sess.reaped:
+                    sess.group.kill(sig)
+
+    def wind_down(self) -> None:
+        """After Ctrl-C: SIGTERM went out; SIGKILL what is still running after the grace, then join."""
+        self.kill(signal.SIGTERM)
+        deadline = time.monotonic() + TERM_GRACE
+        for sess in list(self.active.values()):
+            if sess.thread is not None:
+                sess.thread.join(max(0.0, deadline - time.monotonic()))
+        self.kill(signal.SIGKILL)
+        for sess in list(self.active.values()):
+            if sess.thread is not None:
+                sess.thread.join(5.0)

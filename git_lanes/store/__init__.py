@@ -1,0 +1,19 @@
+"""State in Git (SPEC §15): batch records, lane records and evidence notes under
+`refs/notes/lanes/`, and the locks that order their writers.
+
+  refs/notes/lanes/batch/<slug>        one commit per state write (first parent = the audit log)
+  refs/notes/lanes/lane/<slug>/<task>  the lane's own record (lane.json + attempts/ + trees/)
+  refs/notes/lanes/evidence            git notes on integrated commits
+"""
+
+from ..gitio import BATCH_RECORD_PREFIX as BATCH_REF
+from ..gitio import EVIDENCE_REF
+from ..gitio import LANE_RECORD_PREFIX as LANE_REF
+from .batch import BatchStore, Snapshot, Transaction
+from .evidence import EvidenceNotes
+from .lanes import LaneStore
+from .layout import CorruptRecord
+from .locks import evidence_lock, is_held, lane_lock, slug_lock, verify_lock_path
+
+__all__ = ["BATCH_REF", "EVIDENCE_REF", "LANE_REF", "BatchStore", "Snapshot", "Transaction", "EvidenceNotes",
+           "LaneStore", "CorruptRecord", "evidence_lock", "is_held", "lane_lock", "slug_lock", "verify_lock_path"]

@@ -1,0 +1,188 @@
+"""Batch records: `refs/notes/lanes/batch/<slug>`, one commit per state write (SPEC §4, §15).
+
+A write builds only the blobs and trees that changed, keeps every commit the record refers to
+reachable as an extra parent of the state commit, and moves the ref by compare-and-swap; a
+write whose content equals the current record writes nothing. Every writer goes through
+`transaction()`: lock, read, change, validate, write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from ..errors import LanesError, refused
+from ..gitio import BATCH_RECORD_PREFIX, RefRaceError, batch_record_ref, trailers
+from .layout import CorruptRecord, batch_files, one_line, record_data
+from .locks import slug_lock
+
+if TYPE_CHECKING:
+    from ..gitio import Git
+    from ..model import BatchRecord
+
+STATE_AUTHOR = "git-lanes <git-lanes@localhost>"
+Updates = Callable[[], list[tuple[str, "str | None", "str | None"]]]
+
+
+def _blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@dataclass
+class Snapshot:
+    """A record as read, with what a compare-and-swap write needs."""
+    record: "BatchRecord"
+    commit: str | None                                 # the state commit it was read from
+    tree: str | None = None
+    blobs: dict[str, str] = field(default_factory=dict)   # path -> blob id
+
+
+class BatchStore:
+    """Batch records of one repository."""
+
+    def __init__(self, git: "Git") -> None:
+        self.git = git
+
+    @staticmethod
+    def ref(slug: str) -> str:
+        return batch_record_ref(slug)
+
+    def slugs(self) -> list[str]:
+        return sorted(name[len(BATCH_RECORD_PREFIX):] for name in self.git.refs.under(BATCH_RECORD_PREFIX))
+
+    def read(self, slug: str, commit: str | None = None) -> Snapshot | None:
+        """The latest record of the slug (or the one at `commit`), None when there is none."""
+        from ..model import BatchRecord
+
+        tip = commit or self.git.refs.resolve(self.ref(slug))
+        if tip is None:
+            return None
+        odb = self.git.odb
+        try:
+            tree = odb.commit(tip).tree
+            blobs = odb.flat(tree)
+            files = {path: odb.blob(oid) for path, oid in blobs.items()}
+        except LanesError as exc:
+            raise CorruptRecord(f"corrupt batch record of {slug} at {tip}: {exc.detail}") from None
+        try:
+            record = BatchRecord.model_validate(record_data(files))
+        except CorruptRecord:
+            raise
+        except ValueError as exc:
+            raise CorruptRecord(f"corrupt batch record of {slug} at {tip}: {one_line(exc)}") from None
+        return Snapshot(record=record, commit=tip, tree=tree, blobs=blobs)
+
+    def write(self, snap: Snapshot | None, record: "BatchRecord", *, summary: str, actor: str,
+              slug: str | None = None, new_line: bool = False, also: Updates | None = None) -> Snapshot:
+        """Compare-and-swap a new state commit; nothing is written when nothing changed.
+
+        `snap` is what the record was built from (None for a slug's first batch). The record is
+        validated whole first. Raises `batch_busy` when the ref moved meanwhile. `also` returns more
+        ref updates (e.g. evidence notes) for the same transaction; it is asked again when only one
+        of those refs moved. The caller holds the slug's lock (`transaction()` does).
+        """
+        from ..model import BatchRecord
+
+        slug = slug or record.slug
+        record = BatchRecord.model_validate(record.model_dump(by_alias=True))   # the §4 invariants
+        odb = self.git.odb
+        if snap is not None and not new_line:
+            if record.model_copy(update={"updated_at": snap.record.updated_at}) == snap.record:
+                extra = also() if also else []
+                if extra:
+                    self.git.refs.update(extra, f"git-lanes: {summary}", guarded=True)
+                return snap
+        files = batch_files(record)
+        old_blobs = snap.blobs if snap is not None and not new_line else {}
+        changes: dict[str, str | None] = {}
+        new_blobs: dict[str, str] = {}
+        for path, data in files.items():
+            oid = _blob_id(data)
+            new_blobs[path] = oid
+            if old_blobs.get(path) != oid:
+                odb.write_blob(data)
+                changes[path] = oid
+        for path in old_blobs:
+            if path not in files:
+                changes[path] = None
+        tree = odb.update_tree(snap.tree if snap is not None and not new_line else None, changes)
+        assert tree is not None
+        parents = [snap.commit] if snap is not None and snap.commit else []
+        old_refs = snap.record.referenced_commits() if snap is not None and not new_line else set()
+        parents += [c for c in sorted(record.referenced_commits() - old_refs) if odb.has(c)]
+        message = (f"{summary}\n\nLanes-Actor: {actor}\nLanes-At: {record.updated_at}\n"
+                   f"Lanes-State-Batch: {record.batch_id}\n")
+        commit = odb.write_commit(tree, parents, message, author=STATE_AUTHOR, committer=STATE_AUTHOR,
+                                  author_time=int(time.time()))
+        old = snap.commit if snap else None
+        for _ in range(5):
+            try:
+                self.git.refs.update([(self.ref(slug), commit, old)] + (also() if also else []),
+                                     f"git-lanes: {summary}", guarded=True)
+                break
+            except RefRaceError:
+                if self.git.refs.resolve(self.ref(slug)) != old or not also:
+                    raise refused("batch_busy", f"the record of {slug} moved while this command ran; "
+                                                "run it again") from None
+                # only a ref written with it (the shared evidence notes) moved: rebuild that and retry
+        else:
+            raise refused("batch_busy", f"the refs written with the record of {slug} kept moving; run it again")
+        return Snapshot(record=record, commit=commit, tree=tree, blobs=new_blobs)
+
+    @contextmanager
+    def transaction(self, slug: str, *, actor: str, clock: Callable[[], str],
+                    expect: str | None | bool = False, warn: Callable[[str], None] | None = None,
+                    timeout: float | None = None) -> Iterator["Transaction"]:
+        """Hold the slug's lock, read its record, hand it out to change, write it with `tx.write`.
+
+        `expect`: the state commit the caller decided on before taking the lock (None: no record
+        yet); a different one refuses `batch_busy` before anything is written.
+        """
+        with slug_lock(self.git, slug, timeout=timeout, warn=warn):
+            snap = self.read(slug)
+            if expect is not False and (snap.commit if snap else None) != expect:
+                raise refused("batch_busy", f"the record of {slug} moved meanwhile; run the command again "
+                                            "(nothing was written)")
+            yield Transaction(self, slug, snap, actor, clock)
+
+    def log(self, slug: str) -> list[dict[str, str]]:
+        """The audit trail, oldest first: one entry per state write (first parents)."""
+        tip = self.git.refs.resolve(self.ref(slug))
+        entries = []
+        while tip:
+            c = self.git.odb.commit(tip)
+            found = trailers(c.message)
+            entries.append({"at": found.get("Lanes-At", ""), "actor": found.get("Lanes-Actor", ""),
+                            "summary": c.subject, "commit": tip, "batch_id": found.get("Lanes-State-Batch", "")})
+            tip = c.parents[0] if c.parents else None
+        entries.reverse()
+        return entries
+
+
+class Transaction:
+    """One writer's view of a slug's record under its lock: `record` is changed in place and
+    written (validated, compare-and-swap) by `write`, as often as the writer needs."""
+
+    def __init__(self, store: BatchStore, slug: str, snap: Snapshot | None, actor: str,
+                 clock: Callable[[], str]) -> None:
+        self.store = store
+        self.slug = slug
+        self.snap = snap
+        self.actor = actor
+        self.clock = clock
+        self.record: "BatchRecord | None" = snap.record.model_copy(deep=True) if snap else None
+
+    def write(self, summary: str, *, record: "BatchRecord | None" = None, new_line: bool = False,
+              also: Updates | None = None, stamp: bool = True) -> Snapshot:
+        """Write `record` (default: the one handed out), stamping `updated_at` unless told not to."""
+        if record is not None:
+            self.record = record
+        assert self.record is not None
+        if stamp:
+            self.record.updated_at = self.clock()
+        self.snap = self.store.write(self.snap, self.record, summary=summary, actor=self.actor,
+                                     slug=self.slug, new_line=new_line, also=also)
+        return self.snap

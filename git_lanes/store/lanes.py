@@ -1,0 +1,102 @@
+"""Lane records: `refs/notes/lanes/lane/<slug>/<task>`, written only by commands run in that
+lane (one writer per ref, under the lane's own lock; SPEC §5, §15).
+
+Each state commit's tree holds `lane.json`, one blob per attempt (`attempts/<index>.json`)
+and, under `trees/`, every attempt's delivery tree, so what an attempt delivered stays
+reachable for as long as the record does.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Iterable
+
+from ..errors import LanesError, refused
+from ..gitio import RefRaceError, TreeEntry, lane_record_ref
+from .layout import CorruptRecord, blob, one_line
+
+if TYPE_CHECKING:
+    from ..gitio import Git
+    from ..model import LaneRecord
+
+STATE_AUTHOR = "git-lanes <git-lanes@localhost>"
+_PARSED: dict[str, "LaneRecord"] = {}     # state commit -> the record it holds (a commit never changes)
+
+
+class LaneStore:
+    def __init__(self, git: "Git") -> None:
+        self.git = git
+
+    @staticmethod
+    def ref(slug: str, task_id: str) -> str:
+        return lane_record_ref(slug, task_id)
+
+    def tip(self, slug: str, task_id: str) -> str | None:
+        return self.git.refs.resolve(self.ref(slug, task_id))
+
+    def read(self, slug: str, task_id: str) -> tuple["LaneRecord | None", str | None]:
+        """(record, state commit); raises CorruptRecord when it cannot be read as v1."""
+        tip = self.tip(slug, task_id)
+        if tip is None:
+            return None, None
+        cached = _PARSED.get(tip)
+        if cached is None:
+            cached = self._parse(slug, task_id, tip)
+            if len(_PARSED) >= 1024:
+                _PARSED.clear()
+            _PARSED[tip] = cached
+        return cached.model_copy(deep=True), tip
+
+    def _parse(self, slug: str, task_id: str, tip: str) -> "LaneRecord":
+        from pydantic import ValidationError
+
+        from ..model import LaneRecord
+
+        where = f"lane record {slug}/{task_id}"
+        odb = self.git.odb
+        try:
+            tree = odb.commit(tip).tree
+            entries = {e.name: e for e in odb.entries(tree)}
+            data = json.loads(odb.blob(entries["lane.json"].oid))
+            if not isinstance(data, dict):
+                raise ValueError("lane.json is not a JSON object")
+            attempts = entries.get("attempts")
+            data["qa_attempts"] = [json.loads(odb.blob(e.oid))
+                                   for e in sorted(odb.entries(attempts.oid), key=lambda e: e.name)] if attempts else []
+            return LaneRecord.model_validate(data)
+        except ValidationError as exc:
+            raise CorruptRecord(f"{where}: contract error: {one_line(exc)}") from None
+        except (KeyError, ValueError, TypeError, LanesError) as exc:
+            detail = exc.detail if isinstance(exc, LanesError) else one_line(exc)
+            raise CorruptRecord(f"{where}: unreadable: {detail}") from None
+
+    def write(self, slug: str, record: "LaneRecord", old_commit: str | None, summary: str,
+              extra_parents: Iterable[str] = (), at: str | None = None) -> str:
+        """Compare-and-swap a new state commit of the lane record; `batch_busy` on a lost race."""
+        from ..model import LaneRecord, now
+
+        record = LaneRecord.model_validate(record.model_dump())
+        data = record.model_dump(mode="json")
+        attempts = data.pop("qa_attempts")
+        odb = self.git.odb
+        entries = [TreeEntry("lane.json", 0o100644, odb.write_blob(blob(data)))]
+        if attempts:
+            files = [TreeEntry(f"{i:06d}.json", 0o100644, odb.write_blob(blob(a))) for i, a in enumerate(attempts)]
+            entries.append(TreeEntry("attempts", 0o040000, odb.write_tree(files)))
+        delivered = [TreeEntry(f"{i:06d}", 0o040000, a["tree"]) for i, a in enumerate(attempts)
+                     if odb.kind(a["tree"]) == "tree"]
+        if delivered:
+            entries.append(TreeEntry("trees", 0o040000, odb.write_tree(delivered)))
+        parents = [old_commit] if old_commit else []
+        parents += [p for p in extra_parents if odb.has(p)]
+        commit = odb.write_commit(odb.write_tree(entries), parents, f"{summary}\n\nLanes-At: {at or now()}\n",
+                                  author=STATE_AUTHOR, committer=STATE_AUTHOR, author_time=int(time.time()))
+        try:
+            self.git.refs.update([(self.ref(slug, record.task_id), commit, old_commit)], f"git-lanes: {summary}",
+                                 guarded=True)
+        except RefRaceError:
+            raise refused("batch_busy", f"the lane record of {record.task_id} moved while this command ran; "
+                                        "run it again") from None
+        return commit
+

@@ -1,0 +1,125 @@
+"""The `flock`s that order git-lanes' writers (SPEC §15), all under `<git-common-dir>/lanes/locks/`.
+
+- `<slug>.lock`: every writer of the batch record of a slug (and the coordinator's moves of
+  its batch branch and lane branches).
+- `<slug>.verify`: the one verifier of a candidate of a slug (SPEC §8.6).
+- `<slug>/<task>.lane`: every writer of one lane record (the commands run in that lane).
+- `evidence`: every writer of `refs/notes/lanes/evidence`, which all slugs share.
+
+A lock is waited for up to `lanes.lockTimeout` seconds (default 30), then `batch_busy`. The
+names in a lock path are validated ids, so a lock file is never created outside the repository.
+Holding the lock that guards a ref makes any Git `.lock` file on that ref a dead process's: the
+holder removes it with a warning.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import time
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from ..errors import refused
+from ..ids import check_id
+
+if TYPE_CHECKING:
+    from ..gitio import Git
+
+POLL = 0.05
+
+
+def lock_dir(git: "Git") -> str:
+    return os.path.join(git.common_dir, "lanes", "locks")
+
+
+@contextmanager
+def flock(path: str, timeout: float, busy: str) -> Iterator[None]:
+    """Hold an exclusive `flock` on `path` (created if missing), or raise `batch_busy: <busy>`."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise refused("batch_busy", busy) from None
+                time.sleep(POLL)
+        yield
+    finally:
+        os.close(fd)
+
+
+def is_held(path: str) -> bool:
+    """Whether some process holds the `flock` on `path` now (without waiting)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _timeout(git: "Git", timeout: float | None) -> float:
+    return float(git.config_int("lanes.lockTimeout", 30)) if timeout is None else timeout
+
+
+@contextmanager
+def slug_lock(git: "Git", slug: str, timeout: float | None = None,
+              warn: Callable[[str], None] | None = None) -> Iterator[None]:
+    """The slug's lock; a Git `.lock` on its batch record ref is then stale and is removed."""
+    check_id(slug, "slug")
+    wait = _timeout(git, timeout)
+    with flock(os.path.join(lock_dir(git), f"{slug}.lock"), wait,
+               f"another git-lanes command holds the lock of {slug} (waited {wait:g} s; lanes.lockTimeout)"):
+        _remove_ref_lock(git, f"refs/notes/lanes/batch/{slug}", warn or git.warn)
+        yield
+
+
+def verify_lock_path(git: "Git", slug: str) -> str:
+    check_id(slug, "slug")
+    return os.path.join(lock_dir(git), f"{slug}.verify")
+
+
+@contextmanager
+def lane_lock(git: "Git", slug: str, task: str, timeout: float | None = None,
+              warn: Callable[[str], None] | None = None) -> Iterator[None]:
+    """The lane's own lock, held by every writer of its lane record."""
+    check_id(slug, "slug")
+    check_id(task, "task id")
+    wait = _timeout(git, timeout)
+    with flock(os.path.join(lock_dir(git), slug, f"{task}.lane"), wait,
+               f"another git-lanes command in the lane of {task} holds its lock (waited {wait:g} s)"):
+        _remove_ref_lock(git, f"refs/notes/lanes/lane/{slug}/{task}", warn or git.warn)
+        yield
+
+
+@contextmanager
+def evidence_lock(git: "Git", timeout: float | None = None,
+                  warn: Callable[[str], None] | None = None) -> Iterator[None]:
+    wait = _timeout(git, timeout)
+    with flock(os.path.join(lock_dir(git), "evidence"), wait,
+               f"another git-lanes command holds the evidence lock (waited {wait:g} s)"):
+        _remove_ref_lock(git, "refs/notes/lanes/evidence", warn or git.warn)
+        yield
+
+
+def _remove_ref_lock(git: "Git", ref: str, warn: Callable[[str], None]) -> None:
+    """Remove the Git `.lock` of a loose ref whose writers all hold the lock we hold."""
+    path = os.path.join(git.common_dir, *ref.split("/")) + ".lock"
+    try:
+        os.unlink(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    warn(f"removed stale lock file {path}")

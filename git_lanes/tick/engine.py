@@ -1,0 +1,140 @@
+"""The integration engine (SPEC §8): lane commit, candidate, identity gate, fast-forward, claims.
+
+Every function here either returns what it built or raises `Park(reason)`: the tick parks the
+child with that reason, leaves the batch branch unmoved and goes on with disjoint siblings.
+Lane commits and candidates are deterministic (dates from the attempt, committer from the
+coordinator), so a re-run after a crash builds the same commits.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..gitio import RefRaceError, trailers
+from ..model import parse_time
+
+if TYPE_CHECKING:
+    from ..checks import CheckResult
+    from ..gitio import Git
+    from ..intent import Intent
+    from ..model import BatchRecord, Child, QaAttempt
+    from ..session import Session
+
+FALLBACK_AUTHOR = "git-lanes <git-lanes@localhost>"
+
+
+class Park(Exception):
+    """Integration of one child stops here; `reason` is its park reason."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _ident(ident: str | None) -> str | None:
+    if ident and "<" in ident and ident.strip().endswith(">"):
+        return ident.strip()
+    return None
+
+
+def build_lane_commit(git: "Git", record: "BatchRecord", child: "Child", attempt: "QaAttempt", goal: str,
+                      lane_tip: str) -> tuple[str, list[str]]:
+    """(lane commit id, executor commits) — SPEC §8.2."""
+    lane = child.lane
+    assert lane is not None
+    executor: list[str] = list(lane.executor_commits)
+    if lane_tip != lane.base_head and lane_tip not in executor and git.odb.has(lane_tip):
+        executor = git.odb.commits(lane_tip, lane.base_head)
+    author = git.odb.commit(executor[-1]).author if executor else None
+    author = author or _ident(attempt.author_ident) or FALLBACK_AUTHOR
+    name, email = git.ident("COMMITTER")
+    stamp = int(parse_time(attempt.at).timestamp())
+    subject = goal.strip().splitlines()[0].strip() if goal.strip() else child.task_id
+    message = f"imm({child.task_id}): {subject}\n\nLanes-Batch: {record.batch_id}\nLanes-Task: {child.task_id}\n"
+    commit = git.odb.write_commit(attempt.tree, [lane.base_head], message, author=author,
+                                  committer=f"{name} <{email}>", author_time=stamp)
+    return commit, executor
+
+
+def move_lane_branch(s: "Session", child: "Child") -> None:
+    """Move the lane branch to its lane commit (compare-and-swap) and refresh the lane's index."""
+    lane = child.lane
+    assert lane is not None and lane.lane_commit
+    ref = "refs/heads/" + lane.branch
+    tip = s.git.refs.resolve(ref)
+    if tip == lane.lane_commit:
+        return
+    if tip is not None and tip != lane.base_head and tip not in lane.executor_commits:
+        return  # the executor moved on after settling; leave the lane alone (audit reports it)
+    try:
+        s.git.refs.update([(ref, lane.lane_commit, tip)], f"git-lanes: lane commit of {child.task_id}")
+    except RefRaceError:
+        return
+    if os.path.isdir(lane.path):
+        s.git.work.refresh_index(lane.path)
+
+
+def build_candidate(git: "Git", head: str, lane_commit: str, base: str) -> str:
+    """The lane commit itself when its base is the head; else merge-tree + commit-tree (§8.3)."""
+    if base == head:
+        return lane_commit
+    tree = git.odb.merge_tree(head, lane_commit)
+    if tree is None:
+        raise Park(f"batch_integration_conflict: lane commit {lane_commit} does not apply cleanly onto batch head {head}")
+    lc = git.odb.commit(lane_commit)
+    return git.odb.write_commit(tree, [head], lc.message, author=lc.author, committer=lc.committer,
+                                author_time=lc.author_time, commit_time=lc.commit_time)
+
+
+def check_identity(git: "Git", base: str, lane_commit: str, head: str, candidate: str) -> None:
+    """The per-path change base -> lane commit equals head -> candidate (and is not empty)."""
+    change = git.odb.change_identity(base, lane_commit)
+    if not change or change != git.odb.change_identity(head, candidate):
+        raise Park(f"batch_integration_conflict: candidate {candidate} does not carry the lane commit {lane_commit} change")
+
+
+def rerun_items(intents: list[tuple[str, "Intent"]]) -> list[tuple[str, str, str, float]]:
+    """(task, check id, command, timeout) of every acceptance check of the given intents."""
+    return [(task, a.id, a.check, float(a.timeout_s)) for task, intent in intents for a in intent.acceptance]
+
+
+def fast_forward(git: "Git", coordinator: str, branch: str, head: str, candidate: str) -> None:
+    """`merge --ff-only` in the coordinator, only from the head we checked (Git's own CAS)."""
+    current = git.rev_parse("HEAD", cwd=coordinator)
+    if current != head:
+        raise Park(f"batch_head_lineage_broken: the batch head moved from {head} to {current} during integration")
+    git.work.fast_forward(coordinator, candidate)
+    if git.refs.resolve("refs/heads/" + branch) != candidate:
+        raise Park(f"batch_head_lineage_broken: the fast-forward to {candidate} did not land")
+
+
+def evidence_note(record: "BatchRecord", child: "Child", attempt: "QaAttempt | None", rerun: list["CheckResult"],
+                  identity: dict[str, Any] | None) -> dict[str, Any]:
+    lane = child.lane
+    return {
+        "batch_id": record.batch_id, "task_id": child.task_id,
+        "lane_base": lane.base_head if lane else None, "lane_commit": lane.lane_commit if lane else None,
+        "executor_commits": list(lane.executor_commits) if lane else [],
+        "attempt": attempt.model_dump(mode="json") if attempt else None,
+        "rerun": [r.to_json() for r in rerun], "intent_identity": identity,
+    }
+
+
+@dataclass
+class Claim:
+    """A commit on the batch branch that says it integrates a task of this batch."""
+    commit: str
+    task_id: str
+
+
+def claims_between(git: "Git", batch_id: str, expected: str, head: str) -> list[Claim]:
+    """Commits in expected..head carrying this batch's `Lanes-Batch` trailer."""
+    found = []
+    for sha, message in git.odb.messages(expected, head):
+        t = trailers(message)
+        if t.get("Lanes-Batch") == batch_id:
+            found.append(Claim(sha, t.get("Lanes-Task", "")))
+    return found
+

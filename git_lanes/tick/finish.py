@@ -1,0 +1,209 @@
+"""SPEC §7 C steps 10–16 and the report: admit, complete, stop, hand off, tell the next action.
+
+    admit    (11)  `--offer`s checked by §6.1's rules
+    complete (12)  final verification, then `completed`
+    stop     (14)  nothing in flight and nothing startable
+    report   (13, 15, 16)  handoffs and next action, from the record and read-only observations
+    tracker  (10)  issue closes, outside the lock
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from .. import authority, lifecycle
+from ..decisions.admission import admission_refusal
+from ..errors import refused
+from ..gitio import LaneBranch
+from ..model import DONE, FinalVerification, Lane
+from ..report import LaneView, build_report, handoffs, startable_now, stop_decision
+from ..store import CorruptRecord
+from .observe import obligation_after_pass
+from .request import Outcome
+from .state import TickState
+
+if TYPE_CHECKING:
+    from ..model import BatchRecord, Child
+    from ..scratch import Scratch
+    from ..session import Session
+
+
+# -- step 11: admit --------------------------------------------------------------------------------------
+
+def admit(t: TickState) -> bool:
+    rec = t.record
+    for task_id, path in t.req.offers:
+        child = rec.child(task_id)
+        if child is None or child.state != "pending" or task_id not in startable_now(rec, t.scopes):
+            _refuse_offer(t, task_id, path, "batch_lane_unknown_child")
+            continue
+        blockers = [rec.child(b).commit for b in child.blocked_by]
+
+        def base_ok(lane_head: str) -> bool:
+            return t.on_branch(lane_head) and all(b and t.on_branch(b, lane_head) for b in blockers)
+
+        def occupied(real: str) -> str | None:
+            return next((o.task_id for o in rec.children if o.lane and o.state != "released"
+                         and o.lane.path and os.path.realpath(o.lane.path) == real), None)
+
+        branch = LaneBranch(t.slug, task_id)
+        facts = t.lanes.facts(path, coordinator=rec.coordinator, expected_branch=branch.name, base_ok=base_ok,
+                              occupied=occupied)
+        reason = admission_refusal(facts, branch.name)
+        if reason:
+            _refuse_offer(t, task_id, facts.real_path, reason)
+            continue
+        lifecycle.enroll(child, Lane(path=facts.real_path, branch=branch.name, base_head=facts.head,
+                                     run_id=uuid.uuid4().hex[:16]))
+        t.views[task_id] = LaneView(next_obligation="implement")
+        t.events.append(f"enrolled {task_id}")
+    return True
+
+
+def _refuse_offer(t: TickState, task_id: str, path: str, reason: str) -> None:
+    t.extras.lane_refusals.append({"task_id": task_id, "path": os.path.realpath(path), "reason": reason})
+
+
+# -- step 12: complete -------------------------------------------------------------------------------------
+
+def final_verification(s: "Session", record: "BatchRecord", head: str, scratch: "Scratch") -> FinalVerification:
+    """The batch's final checks, in order, in the scratch worktree at `head` (SPEC §10.3)."""
+    from ..checks import child_env, run_command
+    from ..ids import validate_final_check
+    from ..model import CheckResultModel
+
+    results = []
+    if record.final_checks:
+        scratch.move_to(head)
+        env = child_env(os.environ, s.git.local_env_vars, slug=record.slug, batch=record.batch_id, task="")
+        for index, command in enumerate(record.final_checks, 1):
+            argv = validate_final_check(command)
+            r = run_command(f"final-{index}", command, cwd=scratch.path, env=env, timeout=FINAL_TIMEOUT, argv=argv)
+            results.append(CheckResultModel(**r.to_json()))
+    return FinalVerification(passed=all(r.passed for r in results), head=head, results=results)
+
+
+FINAL_TIMEOUT = 1800.0
+
+
+def complete(t: TickState) -> bool:
+    rec = t.record
+    if rec.batch_state != "running" or not lifecycle.done(rec):
+        return True
+    fv = final_verification(t.s, rec, t.head, t.scratch())
+    rec.final_verification = fv
+    rec.batch_state = "completed"
+    if fv.passed:
+        rec.reason = "all enrollable children integrated"
+    else:
+        rec.reason = ("all enrollable children integrated; final verification did not pass: "
+                      + ", ".join(r.command for r in fv.results if not r.passed))
+    t.reason = rec.reason
+    t.events.append("completed")
+    return True
+
+
+# -- step 14: stop -------------------------------------------------------------------------------------------
+
+def stop(t: TickState) -> bool:
+    rec = t.record
+    if rec.batch_state != "running":
+        return True
+    decision = stop_decision(rec, t.scopes, t.extras.first_park)
+    if decision is not None:
+        rec.batch_state, rec.reason = decision
+        t.reason = rec.reason
+        t.events.append(f"stopped {rec.batch_state}")
+    return True
+
+
+# -- A. terminal ----------------------------------------------------------------------------------------------
+
+def terminal(t: TickState) -> None:
+    from .repair import record_releases
+
+    record_releases(t)
+    t.reason = f"terminal state already reached: {t.record.batch_state}"
+
+
+# -- the report (steps 13, 15, 16) ------------------------------------------------------------------------------
+
+def _passive_view(t: TickState, child: "Child") -> None:
+    """next_obligation for a report that did not observe the lane (read-only)."""
+    try:
+        lrec, _ = t.s.lanes.read(t.slug, child.task_id)
+    except CorruptRecord:
+        return
+    view = LaneView(next_obligation="implement")
+    if lrec is not None and lrec.run_id == child.lane.run_id:
+        view.record_revision = lrec.record_revision
+        if lrec.qa_attempts and lrec.qa_attempts[-1].passed:
+            view.next_obligation = obligation_after_pass(t.s, t.record, child.task_id, lrec.qa_attempts[-1])
+    t.views[child.task_id] = view
+
+
+def report(t: TickState, write: bool = True) -> Outcome:
+    """Write what changed (unless told not to), then the report of the record."""
+    rec = t.record
+    if write:
+        t.write()
+    for c in rec.children:
+        if c.state == "enrolled" and c.task_id not in t.views and c.lane:
+            _passive_view(t, c)
+        if c.state == "integrated" and c.lane:
+            where = t.lanes.presence(c.lane.path)
+            t.view(c.task_id).clean_on_branch = where.exists and where.branch == "refs/heads/" + c.lane.branch and \
+                t.lanes.clean(c.lane.path, c.lane.lane_commit if where.head == c.lane.lane_commit else None)
+    commits = t.batch_commits()
+    head = t.git.refs.resolve(t.branch.ref)
+    hand = handoffs(rec, t.views, t.scopes if rec.batch_state == "running" else {}, head, set(commits),
+                    schedule=t.schedule)
+    reason = t.reason if t.reason is not None else rec.reason
+    doc = build_report(rec, reason=reason, hand=hand, views=t.views, extras=t.extras, commits=commits).to_json()
+    for refusal in (t.extras.lane_instruction or {}, t.extras.lane_revision or {}):
+        if refusal.get("accepted") is False:
+            code, _, detail = refusal["reason"].partition(": ")
+            return Outcome(doc, 1, refused(code, detail))
+    return Outcome(doc, 0)
+
+
+# -- step 10: tracker closes (outside the lock) -----------------------------------------------------------------
+
+def tracker_closes(s: "Session", slug: str, rec: "BatchRecord", actor: str, outcome: Outcome) -> Outcome | None:
+    """Close the issues of integrated children; record `tracker_closed` in a short locked write."""
+    if not rec.tracker_github:
+        return None
+    todo = []
+    for c in rec.children:
+        if c.state in DONE and not c.tracker_closed:
+            intent = authority.effective_intent(s, rec, c.task_id)
+            if intent.issue:
+                todo.append((c.task_id, intent.issue))
+    if not todo:
+        return None
+    from ..tracker.github import from_env
+
+    tracker = from_env(s.git.config_get("lanes.githubApiUrl", "https://api.github.com"))
+    observations: list[dict[str, Any]] = []
+    closed = []
+    for task_id, number in todo:
+        result = tracker.close_issue(rec.tracker_github, number, rec.batch_id, task_id)
+        observations.append({"task_id": task_id, "status": result.status, "message": result.message})
+        if result.status in ("updated", "already_current"):
+            closed.append(task_id)
+    if closed:
+        with s.transaction(slug, actor) as tx:
+            if tx.record is not None and tx.record.batch_id == rec.batch_id:
+                for task_id in closed:
+                    child = tx.record.child(task_id)
+                    if child is not None and child.state in DONE:
+                        child.tracker_closed = True
+                tx.write(f"{actor}: tracker closed " + ", ".join(closed))
+    doc = dict(outcome.report)
+    doc["tracker_observations"] = observations
+    for child in doc.get("children", []):
+        if child["task_id"] in closed:
+            child["tracker_closed"] = True
+    return Outcome(doc, outcome.exit_code, outcome.error)

@@ -1,0 +1,140 @@
+"""The guards and SPEC §7 C steps 1–5: put the batch back on what Git holds before anything moves.
+
+    guards            parallelism asserted, coordinator on its branch, requests on a parked batch
+    ensure_branch     a crash between `start`'s record and its branch
+    authorize    (1)  the plan at the head is the authorized one
+    restore_leaks(2)  lane writes found in the coordinator
+    adopt        (3)  integrations a crash left unrecorded
+    record_releases(4) integrated lanes that are gone
+    lineage      (5)  the batch branch descends from what the record says
+
+A step returns False when the tick must stop there (the batch was stopped; finish reports it).
+"""
+
+from __future__ import annotations
+
+import os
+
+from .. import authority, lifecycle
+from ..decisions.lineage import LineageFacts, classify_lineage
+from ..errors import ExitCode, LanesError
+from ..gitio import short_branch
+from ..model import AdoptedHead
+from . import engine
+from .land import mark_integrated
+from .request import Outcome
+from .state import TickState
+
+
+def guards(t: TickState) -> Outcome | None:
+    """The refusals that reject a tick before it looks at anything (nothing written)."""
+    rec = t.record
+    if t.req.max_parallel is not None and t.req.max_parallel != rec.max_parallel:
+        return t.reject("batch_parallel_mismatch",
+                        f"the batch runs with --max-parallel {rec.max_parallel}, not {t.req.max_parallel}")
+    wt = t.s.worktree_at(rec.coordinator)
+    if wt is None or not os.path.isdir(rec.coordinator):
+        return t.reject("batch_coordinator_off_branch", f"the coordinator worktree {rec.coordinator} is missing")
+    if wt.branch != t.branch.ref:
+        on = short_branch(wt.branch) if wt.branch else "a detached HEAD"
+        return t.reject("batch_coordinator_off_branch",
+                        f"the coordinator {rec.coordinator} is on {on}, not {rec.branch}; "
+                        f"switch back with 'git switch {rec.branch}'")
+    if rec.batch_state == "needs_human" and t.req.has_requests:
+        return t.reject("batch_needs_human", f"the batch needs a human decision ({rec.reason}); "
+                                             "resume it with 'git lanes resume'")
+    return None
+
+
+def ensure_branch(t: TickState) -> None:
+    rec = t.record
+    if t.git.refs.resolve(t.branch.ref) is None:  # a crash between the record and the branch
+        t.git.refs.create(t.branch.ref, rec.base_head, f"git-lanes: create {rec.branch}")
+    t.head = t.git.rev_parse("HEAD", cwd=rec.coordinator)
+
+
+def _stop(t: TickState, state: str, reason: str, event: str) -> None:
+    for task_id in lifecycle.stop_batch(t.record, state, reason):
+        t.events.append(f"parked {task_id}")
+        if t.extras.first_park is None:
+            t.extras.first_park = reason
+    t.reason = reason
+    t.events.append(event)
+
+
+def authorize(t: TickState) -> bool:
+    """Step 1: the plan digest at the head, allowing only approved revisions."""
+    what = authority.plan_mismatch(t.s, t.record, t.head)
+    if what is None:
+        return True
+    _stop(t, "needs_human", f"plan_changed: {what}", "plan changed")
+    return False
+
+
+def restore_leaks(t: TickState) -> bool:
+    """Step 2: lane writes in the coordinator, proven and put back (or refused untouched)."""
+    from ..leaks import restore_leaks as restore
+
+    try:
+        done = restore(t.s, t.record, t.s.clock())
+    except LanesError as exc:   # working_tree_unstaged: nothing touched; `--json` prints the rejection
+        if exc.exit_code == ExitCode.REFUSED and exc.code and exc.report is None:
+            exc.report = t.reject(exc.code, exc.detail).report
+        raise
+    if done is not None:
+        t.record.restores.append(done)
+        t.events.append(f"restored {len(done.paths)} leaked path(s)")
+    return True
+
+
+def adopt(t: TickState) -> bool:
+    """Step 3: a commit past the expected head that is a crashed integration of a recorded lane commit."""
+    rec = t.record
+    expected = t.expected()
+    if t.head == expected or not t.on_branch(expected):
+        return True
+    for claim in engine.claims_between(t.git, rec.batch_id, expected, t.head):
+        child = rec.child(claim.task_id)
+        if child is None or child.state != "lane_committed" or not child.lane or not child.lane.lane_commit:
+            continue
+        commit = t.git.odb.commit(claim.commit)
+        if not commit.subject.startswith(f"imm({child.task_id}):") or len(commit.parents) != 1:
+            continue
+        if t.git.odb.change_identity(commit.parents[0], claim.commit) != \
+                t.git.odb.change_identity(child.lane.base_head, child.lane.lane_commit):
+            continue
+        mark_integrated(t, child, claim.commit, rerun=[])
+        t.events.append(f"adopted {child.task_id}")
+    return True
+
+
+def record_releases(t: TickState) -> bool:
+    """Step 4: an integrated child whose lane path is gone is released."""
+    for c in t.record.children:
+        if c.state == "integrated" and c.lane and not t.lanes.presence(c.lane.path).exists:
+            lifecycle.release(c)
+            t.events.append(f"released {c.task_id}")
+    return True
+
+
+def lineage(t: TickState) -> bool:
+    """Step 5: broken lineage fails the batch; a user fast-forward is adopted."""
+    rec = t.record
+    expected = t.expected()
+    head = t.head
+    descends = head == expected or t.on_branch(expected)
+    recorded = [c.commit for c in rec.children if c.commit]
+    unreachable = tuple(c for c in recorded if not t.on_branch(c))
+    claims: tuple[str, ...] = ()
+    if descends and head != expected:
+        known = set(recorded)
+        claims = tuple(cl.commit for cl in engine.claims_between(t.git, rec.batch_id, expected, head)
+                       if cl.commit not in known)
+    verdict, what = classify_lineage(LineageFacts(expected, head, descends, unreachable, claims))
+    if verdict == "broken":
+        _stop(t, "failed", f"batch_head_lineage_broken: {what}", "lineage broken")
+        return False
+    if verdict == "adopt":
+        rec.adopted_heads.append(AdoptedHead(**{"from": expected, "to": head}))
+        t.events.append(f"adopted head {head[:12]}")
+    return True

@@ -21,6 +21,13 @@ from .ids import id_problem, path_problem, scope_entry_problem
 DEFAULT_TIMEOUT_S = 1800
 
 
+def _valid(value, problem: str | None):
+    """`value`, or the validation error `problem` names."""
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
 def _not_blank(value: str | None) -> str | None:
     """Field validator: a given string must not be blank."""
     if value is not None and not value.strip():
@@ -81,10 +88,7 @@ class Intent(_Strict):
     @field_validator("task_id")
     @classmethod
     def _task_id(cls, value: str) -> str:
-        problem = id_problem(value, task=True)
-        if problem:
-            raise ValueError(problem)
-        return value
+        return _valid(value, id_problem(value, task=True))
 
     @field_validator("scope")
     @classmethod
@@ -101,9 +105,7 @@ class Intent(_Strict):
     @classmethod
     def _blocked_by(cls, value: list[str], info: ValidationInfo) -> list[str]:
         for blocker in value:
-            problem = id_problem(blocker, task=True)
-            if problem:
-                raise ValueError(problem)
+            _valid(blocker, id_problem(blocker, task=True))
         duplicates = sorted({b for b in value if value.count(b) > 1})
         if duplicates:
             raise ValueError(f"duplicate task id {duplicates[0]!r}")
@@ -114,10 +116,7 @@ class Intent(_Strict):
     @field_validator("spec")
     @classmethod
     def _spec(cls, value: str | None) -> str | None:
-        problem = None if value is None else path_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
+        return _valid(value, None if value is None else path_problem(value))
 
     @field_validator("acceptance")
     @classmethod

@@ -128,49 +128,49 @@ def _keep(buffer: bytearray, chunk: bytes, tail: int) -> None:
         del buffer[:-tail]
 
 
+def _read_ready(sel: selectors.BaseSelector, timeout: float, streams: dict[int, bytearray], live: set[int],
+                tail: int) -> bool:
+    """Read once from every stream that is ready within `timeout`; False when none was."""
+    ready = sel.select(timeout)
+    for key, _ in ready:
+        chunk = os.read(key.fd, 65536)
+        if chunk:
+            _keep(streams[key.fd], chunk, tail)
+        else:
+            live.discard(key.fd)
+            sel.unregister(key.fd)
+    return bool(ready)
+
+
 def _collect(group: Group, streams: dict[int, bytearray], deadline: float, tail: int) -> bool:
     """Read output until the leader exits; True when the deadline came first."""
-    open_fds = set(streams)
+    live = set(streams)
     pause = 0.0005   # once every stream is at EOF: short, growing pauses (a fast command costs ~1 ms)
     with selectors.DefaultSelector() as sel:
-        for fd in open_fds:
+        for fd in live:
             sel.register(fd, selectors.EVENT_READ)
         while not group.exited():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return True
-            if not open_fds:
+            if live:
+                _read_ready(sel, min(_POLL, remaining), streams, live, tail)
+            else:
                 time.sleep(min(pause, remaining))
                 pause = min(pause * 2, _POLL)
-                continue
-            for key, _ in sel.select(min(_POLL, remaining)):
-                chunk = os.read(key.fd, 65536)
-                if chunk:
-                    _keep(streams[key.fd], chunk, tail)
-                else:
-                    open_fds.discard(key.fd)
-                    sel.unregister(key.fd)
     return False
 
 
 def _drain(streams: dict[int, bytearray], tail: int) -> None:
     """Read what is left in the pipes, giving up after a short grace (an escaped writer)."""
     end = time.monotonic() + _DRAIN
+    live = set(streams)
     with selectors.DefaultSelector() as sel:
-        for fd in streams:
+        for fd in live:
             sel.register(fd, selectors.EVENT_READ)
-        live = set(streams)
         while live and (remaining := end - time.monotonic()) > 0:
-            ready = sel.select(remaining)
-            if not ready:
+            if not _read_ready(sel, remaining, streams, live, tail):
                 return
-            for key, _ in ready:
-                chunk = os.read(key.fd, 65536)
-                if chunk:
-                    _keep(streams[key.fd], chunk, tail)
-                else:
-                    live.discard(key.fd)
-                    sel.unregister(key.fd)
 
 
 def _close(group: Group) -> None:

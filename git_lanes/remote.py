@@ -140,8 +140,15 @@ def _local(git: Git) -> dict[str, str]:
     return {ref: oid for ref, oid in values.items() if ref.startswith(FAMILIES)}
 
 
-def _relation(git: Git, ours: str, theirs: str) -> str:
-    """`ahead` (ours descends from theirs), `behind`, or `diverged` (incl. an unknown object)."""
+def _relation(git: Git, ours: str | None, theirs: str | None) -> str:
+    """`same`, `ahead` (ours descends from theirs, or theirs is absent), `behind`, or `diverged`
+    (incl. an unknown object)."""
+    if ours == theirs:
+        return "same"
+    if theirs is None:
+        return "ahead"
+    if ours is None:
+        return "behind"
     if not (git.odb.has(ours) and git.odb.has(theirs)):
         return "diverged"
     if git.odb.is_ancestor(theirs, ours):
@@ -166,18 +173,12 @@ def push(s: Session, remote: str = "origin") -> dict[str, Any]:
     send: list[dict[str, Any]] = []
     for ref, ours in sorted(_local(git).items()):
         theirs = theirs_all.get(ref)
-        if theirs == ours:
-            items.append(_item(ref, "up_to_date", ours, theirs))
-            continue
-        relation = "ahead" if theirs is None else _relation(git, ours, theirs)
-        if relation == "ahead":
-            item = _item(ref, "pushed", ours, theirs)
-        elif relation == "behind":
-            item = _item(ref, "remote_ahead", ours, theirs)
-        elif git.refs.held_before(ref, theirs):
+        relation = _relation(git, ours, theirs)
+        if relation == "diverged" and git.refs.held_before(ref, theirs):
             item = _item(ref, "pushed", ours, theirs, rewound=True)
         else:
-            item = _item(ref, "remote_moved", ours, theirs)
+            status = {"same": "up_to_date", "ahead": "pushed", "behind": "remote_ahead"}.get(relation, "remote_moved")
+            item = _item(ref, status, ours, theirs)
         items.append(item)
         if item["status"] == "pushed":
             send.append(item)
@@ -216,14 +217,9 @@ def pull(s: Session, remote: str = "origin", attempts: int = 5) -> dict[str, Any
         items = []
         for ref, theirs in sorted(theirs_all.items()):
             ours = local.get(ref)
-            if ours == theirs:
-                items.append(_item(ref, "up_to_date", ours, theirs))
-                continue
-            relation = "behind" if ours is None else _relation(git, ours, theirs)
-            if relation == "ahead":
-                status = "local_ahead"
-            elif relation == "diverged":
-                status = "remote_moved"
+            relation = _relation(git, ours, theirs)
+            if relation != "behind":
+                status = {"same": "up_to_date", "ahead": "local_ahead"}.get(relation, "remote_moved")
             elif ref in checked_out:
                 status = "checked_out"
             elif ours is None and _released_lane(s, ref, theirs_all):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .decisions.instruction import MAX_CORRECTIONS
+from .decisions.obligation import MAX_CORRECTIONS
 from .model import DONE, IN_FLIGHT, BatchRecord, Child, Report
 from .schedule import startable
 

@@ -80,15 +80,20 @@ def tick_cmd(slug, offers, instruct, max_parallel, as_json) -> None:
                                              max_parallel=max_parallel)), as_json)
 
 
+def _view(name: str, slug: str | None, *args):
+    """A read-only view of `status.py` for the chosen batch."""
+    from .. import status
+
+    s = session()
+    return getattr(status, name)(s, s.choose_slug(slug), *args)
+
+
 @cli.command("status")
 @slug_arg
 @json_option
 def status_cmd(slug, as_json) -> None:
     """The report of the latest batch, from the stored record (never writes)."""
-    from ..status import status
-
-    s = session()
-    report = status(s, s.choose_slug(slug))
+    report = _view("status", slug)
     render.emit_json(report) if as_json else render.report(report)
 
 
@@ -98,10 +103,7 @@ def status_cmd(slug, as_json) -> None:
 @json_option
 def show_cmd(task, slug, as_json) -> None:
     """One child with its lane record."""
-    from ..status import show
-
-    s = session()
-    doc = show(s, s.choose_slug(slug), task)
+    doc = _view("show", slug, task)
     render.emit_json(doc) if as_json else render.show(doc)
 
 
@@ -110,10 +112,7 @@ def show_cmd(task, slug, as_json) -> None:
 @json_option
 def log_cmd(slug, as_json) -> None:
     """The audit trail: one line per state write, oldest first."""
-    from ..status import audit_trail
-
-    s = session()
-    entries = audit_trail(s, s.choose_slug(slug))
+    entries = _view("audit_trail", slug)
     if as_json:
         render.emit_json(entries)
         return

@@ -46,6 +46,10 @@ def slug_option(f):
     return click.option("--slug", default=None, shell_complete=complete_slugs, help="The initiative.")(f)
 
 
+def path_option(f):
+    return click.option("--path", "path", type=click.Path(), default=None, help="Where the lane worktree goes.")(f)
+
+
 def start_options(f):
     opts = [
         click.option("--max-parallel", type=click.IntRange(min=1), default=1, show_default=True,

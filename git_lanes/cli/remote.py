@@ -6,7 +6,7 @@ import click
 
 from . import render
 from .app import cli
-from .options import json_option, required_slug, session, task_arg
+from .options import json_option, path_option, required_slug, session, task_arg
 
 
 @cli.command("push")
@@ -32,7 +32,7 @@ def pull_cmd(remote, as_json) -> None:
 @cli.command("join")
 @required_slug
 @task_arg
-@click.option("--path", "path", type=click.Path(), default=None, help="Where the lane worktree goes.")
+@path_option
 @json_option
 def join_cmd(slug, task, path, as_json) -> None:
     """Create, in another clone, the lane a pulled provision handoff names."""

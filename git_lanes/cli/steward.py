@@ -6,13 +6,13 @@ import click
 
 from . import render
 from .app import cli
-from .options import complete_tasks, json_option, session, slug_arg, slug_option, task_arg
+from .options import complete_tasks, json_option, path_option, session, slug_arg, slug_option, task_arg
 
 
 @cli.command("provision")
 @task_arg
 @slug_option
-@click.option("--path", "path", type=click.Path(), default=None, help="Where the lane worktree goes.")
+@path_option
 @json_option
 def provision_cmd(task, slug, path, as_json) -> None:
     """Create the lane a provision handoff names, then tick with the offer."""

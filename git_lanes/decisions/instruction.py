@@ -7,7 +7,6 @@ from typing import Any
 
 from ..errors import usage
 from ..ids import check_id
-from .obligation import MAX_CORRECTIONS
 
 MAX_TEXT = 4000
 KINDS = ("instruction", "correction")

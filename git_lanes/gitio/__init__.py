@@ -1,6 +1,7 @@
 """The only code that talks to Git (SPEC §8, §15).
 
-- `git`: discovery, the scrubbed environment and `-c` settings, the process runner, config.
+- `process`: the scrubbed environment, the `-c` settings, running `git`, its errors.
+- `git`: one discovered repository: discovery, config, identities, its components.
 - `refs`: typed branch names, reads, and compare-and-swap ref transactions with lock hygiene.
 - `objects`: blobs, trees and commits read and built in-process; ancestry, merge-tree.
 - `worktrees`: the worktree list and every operation on a working tree.
@@ -9,7 +10,8 @@
 No module outside this package imports dulwich or runs `git`.
 """
 
-from .git import FALLBACK_IDENT, MIN_GIT, SAFE_CONFIG, ZERO_OID, Git, GitError, init_repository, local_env_vars
+from .git import Git
+from .process import FALLBACK_IDENT, MIN_GIT, SAFE_CONFIG, ZERO_OID, GitError, init_repository, local_env_vars
 from .objects import CommitInfo, MissingObject, TreeEntry, quote_path, trailers
 from .refs import (BATCH_BRANCH_PREFIX, BATCH_RECORD_PREFIX, EVIDENCE_REF, LANE_BRANCH_PREFIX, LANE_RECORD_PREFIX,
                    STATE_PREFIX, BatchBranch, LaneBranch, RefRaceError, batch_record_ref, lane_record_ref,

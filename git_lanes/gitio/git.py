@@ -15,61 +15,15 @@ from __future__ import annotations
 import os
 import subprocess
 from functools import cached_property
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from ..errors import ExitCode, LanesError
+from .process import FALLBACK_IDENT, MIN_GIT, SAFE_CONFIG, GitError, scrubbed_env, spawn
 
 if TYPE_CHECKING:
     from .objects import ObjectDB
     from .refs import Refs
     from .worktrees import StatusEntry, WorkingTrees, WorktreeList
-
-ZERO_OID = "0" * 40
-SAFE_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "commit.gpgSign=false")
-FALLBACK_IDENT = ("git-lanes", "git-lanes@localhost")
-MIN_GIT = (2, 38)
-
-# What `git -c` passes down: kept for our own calls, so configuration overrides apply.
-_CONFIG_ENV_PREFIXES = ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
-# Scope matching is exact and case-sensitive whatever the caller's environment (SPEC §8 v3).
-PATHSPEC_VARS = ("GIT_ICASE_PATHSPECS", "GIT_LITERAL_PATHSPECS", "GIT_GLOB_PATHSPECS", "GIT_NOGLOB_PATHSPECS")
-
-
-class GitError(LanesError):
-    """A Git command failed: exit 128, quoting the command and its stderr."""
-
-    def __init__(self, argv: Sequence[str], returncode: int, stderr: str) -> None:
-        self.argv = list(argv)
-        self.returncode = returncode
-        self.stderr = stderr.strip()
-        shown = " ".join(_shown(argv))
-        detail = f"'{shown}' failed with exit code {returncode}"
-        if self.stderr:
-            detail += ": " + self.stderr.replace("\n", " | ")
-        super().__init__(detail, exit_code=ExitCode.FATAL)
-
-
-def _shown(argv: Sequence[str]) -> list[str]:
-    """The command line without our own `-c` settings (they would only hide what was run)."""
-    out, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
-        if arg == "-c":
-            skip = True
-            continue
-        if arg.startswith(("--git-dir=", "--work-tree=")):
-            continue
-        out.append(arg)
-    return out
-
-
-def scrubbed_env(base: Mapping[str, str], local_vars: Iterable[str]) -> dict[str, str]:
-    """`base` minus the repository-local Git variables (but `git -c`'s) and the pathspec ones."""
-    drop = {v for v in local_vars if not v.startswith(_CONFIG_ENV_PREFIXES)} | set(PATHSPEC_VARS)
-    return {k: v for k, v in base.items() if k not in drop}
-
 
 class Git:
     """A discovered repository, seen from one worktree (or a bare repository)."""
@@ -80,10 +34,10 @@ class Git:
         start = os.fspath(cwd) if cwd is not None else os.getcwd()
         argv = ["git", "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir",
                 "--is-bare-repository", "--show-toplevel", "--local-env-vars"]
-        proc = _spawn(argv, start, self._environ)
+        proc = spawn(argv, start, self._environ)
         if proc.returncode != 0 and b"must be run in a work tree" in proc.stderr:
             argv.remove("--show-toplevel")
-            proc = _spawn(argv, start, self._environ)
+            proc = spawn(argv, start, self._environ)
         if proc.returncode != 0:
             if b"not a git repository" in proc.stderr:
                 raise LanesError("not a git repository (or any of the parent directories)", exit_code=ExitCode.FATAL)
@@ -139,7 +93,7 @@ class Git:
             run_cwd = cwd
         argv += args
         data = input.encode("utf-8", "surrogateescape") if isinstance(input, str) else input
-        proc = _spawn(argv, run_cwd, dict(env) if env is not None else self.env, data)
+        proc = spawn(argv, run_cwd, dict(env) if env is not None else self.env, data)
         if check and proc.returncode != 0:
             raise GitError(argv, proc.returncode, proc.stderr.decode("utf-8", "replace"))
         return proc
@@ -265,30 +219,6 @@ class Git:
 
     def status(self, cwd: str | None = None, untracked: str = "all") -> list["StatusEntry"]:
         return self.work.status(cwd, untracked=untracked)
-
-
-def _spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], data: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    try:
-        return subprocess.run(list(argv), cwd=cwd, input=data, capture_output=True, env=dict(env))
-    except FileNotFoundError as exc:
-        missing = "git" if exc.filename in ("git", None) else exc.filename
-        raise LanesError(f"cannot run {argv[0]} in {cwd}: {missing}: not found", exit_code=ExitCode.FATAL) from None
-    except NotADirectoryError:
-        raise LanesError(f"cannot run {argv[0]}: {cwd} is not a directory", exit_code=ExitCode.FATAL) from None
-
-
-def local_env_vars() -> tuple[str, ...]:
-    """The repository-local variables Git lists (`git rev-parse --local-env-vars`, asked anywhere)."""
-    proc = _spawn(["git", "rev-parse", "--local-env-vars"], "/", os.environ)
-    return tuple(proc.stdout.decode().split())
-
-
-def init_repository(path: str, branch: str = "main") -> None:
-    """`git init` a new repository at `path` (which must exist), blind to the caller's GIT_DIR & co."""
-    argv = ["git", "init", "-q", "-b", branch, path]
-    proc = _spawn(argv, path, scrubbed_env(os.environ, local_env_vars()))
-    if proc.returncode != 0:
-        raise GitError(argv, proc.returncode, proc.stderr.decode("utf-8", "replace"))
 
 
 def _config_key(key: str) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from .git import GitError
+from .process import GitError
 
 if TYPE_CHECKING:
     from .git import Git

@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, ClassVar, Sequence
 
-from .git import ZERO_OID, GitError
+from .process import ZERO_OID, GitError
 
 if TYPE_CHECKING:
     from .git import Git
@@ -35,50 +35,46 @@ LOCK_POLL = 0.2
 Update = tuple[str, "str | None", "str | None"]   # (ref, new or None to delete, old or None: must not exist)
 
 
-@dataclass(frozen=True)
-class BatchBranch:
-    """`imm/<slug>`: the batch branch, moved by git-lanes only by fast-forward."""
-    slug: str
+def _segments(ref: str | None, prefix: str, count: int) -> list[str] | None:
+    """The `count` non-empty segments of `ref` after `prefix`, or None."""
+    if not ref or not ref.startswith(prefix):
+        return None
+    parts = ref[len(prefix):].split("/")
+    return parts if len(parts) == count and all(parts) else None
+
+
+class _Branch:
+    """A branch git-lanes names: `PREFIX` followed by its fields, one segment each."""
+    PREFIX: ClassVar[str]
 
     @property
     def name(self) -> str:
-        return f"imm/{self.slug}"
+        return "/".join([self.PREFIX[len(HEADS):].rstrip("/")] + [getattr(self, f.name) for f in fields(self)])
 
     @property
     def ref(self) -> str:
         return HEADS + self.name
 
     @classmethod
-    def of_ref(cls, ref: str | None) -> "BatchBranch | None":
-        if ref and ref.startswith(BATCH_BRANCH_PREFIX) and "/" not in ref[len(BATCH_BRANCH_PREFIX):]:
-            return cls(ref[len(BATCH_BRANCH_PREFIX):])
-        return None
+    def of_ref(cls, ref: str | None):
+        """The branch `ref` names (a full ref), or None when it is not one of this kind."""
+        parts = _segments(ref, cls.PREFIX, len(fields(cls)))
+        return cls(*parts) if parts else None
 
 
 @dataclass(frozen=True)
-class LaneBranch:
+class BatchBranch(_Branch):
+    """`imm/<slug>`: the batch branch, moved by git-lanes only by fast-forward."""
+    PREFIX: ClassVar[str] = BATCH_BRANCH_PREFIX
+    slug: str
+
+
+@dataclass(frozen=True)
+class LaneBranch(_Branch):
     """`imm-lane/<slug>/<task>`: one lane's branch."""
+    PREFIX: ClassVar[str] = LANE_BRANCH_PREFIX
     slug: str
     task: str
-
-    @property
-    def name(self) -> str:
-        return f"imm-lane/{self.slug}/{self.task}"
-
-    @property
-    def ref(self) -> str:
-        return HEADS + self.name
-
-    @classmethod
-    def of_ref(cls, ref: str | None) -> "LaneBranch | None":
-        if not ref or not ref.startswith(LANE_BRANCH_PREFIX):
-            return None
-        parts = ref[len(LANE_BRANCH_PREFIX):].split("/")
-        return cls(parts[0], parts[1]) if len(parts) == 2 and all(parts) else None
-
-    @classmethod
-    def of_name(cls, name: str) -> "LaneBranch | None":
-        return cls.of_ref(HEADS + name)
 
 
 def short_branch(ref: str | None) -> str | None:

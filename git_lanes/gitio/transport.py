@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from .git import GitError
+from .process import GitError
 
 if TYPE_CHECKING:
     from .git import Git

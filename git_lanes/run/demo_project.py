@@ -9,6 +9,13 @@ SLUG = "textkit"
 CORRECTED_TASK = "wordfreq"
 CLI_MARKER = "# -- end of commands (each task adds its command above this line) --"
 
+
+def _unittest(body: str, imports: tuple[str, ...] = ()) -> str:
+    """A test module of the sample project: its imports, `body`, and the unittest main."""
+    return "\n".join(sorted([*imports, "import unittest"])) + "\n" + body + \
+        '\n\nif __name__ == "__main__":\n    unittest.main()\n'
+
+
 # -- the sample project ------------------------------------------------------------------------------
 
 PROJECT: dict[str, str] = {
@@ -47,23 +54,15 @@ if __name__ == "__main__":
     sys.exit(main())
 ''',
     "tests/__init__.py": "",
-    "tests/test_package.py": '''\
-import unittest
-
+    "tests/test_package.py": _unittest('''
 import textkit
 
 
 class Package(unittest.TestCase):
     def test_version(self):
         self.assertEqual(textkit.__version__, "0.1.0")
-
-
-if __name__ == "__main__":
-    unittest.main()
-''',
-    "tests/test_tokens.py": '''\
-import unittest
-
+'''),
+    "tests/test_tokens.py": _unittest('''
 
 class Tokens(unittest.TestCase):
     def test_lower_case_words(self):
@@ -73,14 +72,8 @@ class Tokens(unittest.TestCase):
     def test_empty(self):
         from textkit.tokens import tokens
         self.assertEqual(tokens(" ... "), [])
-
-
-if __name__ == "__main__":
-    unittest.main()
-''',
-    "tests/test_wordfreq.py": '''\
-import unittest
-
+'''),
+    "tests/test_wordfreq.py": _unittest('''
 
 class TopWords(unittest.TestCase):
     def test_most_frequent_first(self):
@@ -90,42 +83,22 @@ class TopWords(unittest.TestCase):
     def test_ties_in_alphabetical_order(self):
         from textkit.wordfreq import top_words
         self.assertEqual(top_words("pear apple pear apple fig", 2), [("apple", 2), ("pear", 2)])
-
-
-if __name__ == "__main__":
-    unittest.main()
-''',
-    "tests/test_summary.py": '''\
-import unittest
-
+'''),
+    "tests/test_summary.py": _unittest('''
 
 class Summary(unittest.TestCase):
     def test_summary(self):
         from textkit.summary import summarize
         self.assertEqual(summarize("b a b c"), "4 words; top: b, a, c")
-
-
-if __name__ == "__main__":
-    unittest.main()
-''',
-    "tests/test_slugify.py": '''\
-import unittest
-
+'''),
+    "tests/test_slugify.py": _unittest('''
 
 class Slugify(unittest.TestCase):
     def test_slug(self):
         from textkit.slugify import slugify
         self.assertEqual(slugify("  Hello, World! "), "hello-world")
-
-
-if __name__ == "__main__":
-    unittest.main()
-''',
-    "tests/test_cli.py": '''\
-import contextlib
-import io
-import unittest
-
+'''),
+    "tests/test_cli.py": _unittest('''
 
 def run(*argv):
     from textkit import cli
@@ -143,26 +116,15 @@ class SlugCommand(unittest.TestCase):
 class SummaryCommand(unittest.TestCase):
     def test_summary(self):
         self.assertEqual(run("summary", "b a b c"), (0, "4 words; top: b, a, c"))
-
-
-if __name__ == "__main__":
-    unittest.main()
-''',
-    "tests/test_docs.py": '''\
-import pathlib
-import unittest
-
+''', ("import contextlib", "import io")),
+    "tests/test_docs.py": _unittest('''
 
 class Usage(unittest.TestCase):
     def test_usage_names_every_command(self):
         text = pathlib.Path("docs/usage.md").read_text()
         for command in ("slug", "summary"):
             self.assertIn(command, text)
-
-
-if __name__ == "__main__":
-    unittest.main()
-''',
+''', ("import pathlib",)),
 }
 
 # (task, goal, scope, blocked_by, [(id, text, test name)])

@@ -1,0 +1,80 @@
+"""Running the `git` binary: the scrubbed environment, the safe `-c` settings, and the error
+that quotes a failed command. Nothing here knows a repository; `git.Git` does."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Iterable, Mapping, Sequence
+
+from ..errors import ExitCode, LanesError
+
+ZERO_OID = "0" * 40
+SAFE_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "commit.gpgSign=false")
+FALLBACK_IDENT = ("git-lanes", "git-lanes@localhost")
+MIN_GIT = (2, 38)
+
+# What `git -c` passes down: kept for our own calls, so configuration overrides apply.
+_CONFIG_ENV_PREFIXES = ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
+# Scope matching is exact and case-sensitive whatever the caller's environment (SPEC §8 v3).
+PATHSPEC_VARS = ("GIT_ICASE_PATHSPECS", "GIT_LITERAL_PATHSPECS", "GIT_GLOB_PATHSPECS", "GIT_NOGLOB_PATHSPECS")
+
+
+class GitError(LanesError):
+    """A Git command failed: exit 128, quoting the command and its stderr."""
+
+    def __init__(self, argv: Sequence[str], returncode: int, stderr: str) -> None:
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr.strip()
+        shown = " ".join(_shown(argv))
+        detail = f"'{shown}' failed with exit code {returncode}"
+        if self.stderr:
+            detail += ": " + self.stderr.replace("\n", " | ")
+        super().__init__(detail, exit_code=ExitCode.FATAL)
+
+
+def _shown(argv: Sequence[str]) -> list[str]:
+    """The command line without our own `-c` settings (they would only hide what was run)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg == "-c":
+            skip = True
+            continue
+        if arg.startswith(("--git-dir=", "--work-tree=")):
+            continue
+        out.append(arg)
+    return out
+
+
+def scrubbed_env(base: Mapping[str, str], local_vars: Iterable[str]) -> dict[str, str]:
+    """`base` minus the repository-local Git variables (but `git -c`'s) and the pathspec ones."""
+    drop = {v for v in local_vars if not v.startswith(_CONFIG_ENV_PREFIXES)} | set(PATHSPEC_VARS)
+    return {k: v for k, v in base.items() if k not in drop}
+
+
+def spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], data: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(list(argv), cwd=cwd, input=data, capture_output=True, env=dict(env))
+    except FileNotFoundError as exc:
+        missing = "git" if exc.filename in ("git", None) else exc.filename
+        raise LanesError(f"cannot run {argv[0]} in {cwd}: {missing}: not found", exit_code=ExitCode.FATAL) from None
+    except NotADirectoryError:
+        raise LanesError(f"cannot run {argv[0]}: {cwd} is not a directory", exit_code=ExitCode.FATAL) from None
+
+
+def local_env_vars() -> tuple[str, ...]:
+    """The repository-local variables Git lists (`git rev-parse --local-env-vars`, asked anywhere)."""
+    proc = spawn(["git", "rev-parse", "--local-env-vars"], "/", os.environ)
+    return tuple(proc.stdout.decode().split())
+
+
+def init_repository(path: str, branch: str = "main") -> None:
+    """`git init` a new repository at `path` (which must exist), blind to the caller's GIT_DIR & co."""
+    argv = ["git", "init", "-q", "-b", branch, path]
+    proc = spawn(argv, path, scrubbed_env(os.environ, local_env_vars()))
+    if proc.returncode != 0:
+        raise GitError(argv, proc.returncode, proc.stderr.decode("utf-8", "replace"))

@@ -1,0 +1,242 @@
+"""The architecture, checked (issue 12): the layers stay where docs/design.md draws them.
+
+- Only `git_lanes/gitio/` touches Git: no other module imports dulwich, imports `subprocess`
+  (the one process runner `procs.py` aside) or spells a `git` command line.
+- `decisions/` is pure: it imports only side-effect-free modules.
+- `cli/` reaches Git and the stores only through use cases.
+- No import cycle (imports under `if TYPE_CHECKING:` aside), no module over 450 lines.
+
+Each rule is a function of {module: source}, so the rules themselves are tested on small
+made-up trees that break them.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "git_lanes"
+MAX_LINES = 450
+PURE_STDLIB = {"__future__", "dataclasses", "typing", "fnmatch", "re", "collections", "collections.abc", "enum",
+               "functools", "itertools", "math", "hashlib", "json"}
+PURE_OURS = {"git_lanes.errors", "git_lanes.ids", "git_lanes.intent", "git_lanes.canonical", "git_lanes.schedule"}
+SUBPROCESS_ALLOWED = {"git_lanes.procs"}
+
+
+def load(package: Path = PACKAGE) -> dict[str, tuple[bool, str]]:
+    """{dotted module: (is a package __init__, source)}."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        if is_pkg:
+            parts = parts[:-1]
+        found[".".join(parts)] = (is_pkg, path.read_text(encoding="utf-8"))
+    return found
+
+
+def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement, those under `if TYPE_CHECKING:` aside."""
+    typing_only = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for sub in node.body:
+                typing_only.update(id(n) for n in ast.walk(sub))
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in typing_only]
+
+
+def imported(module: str, is_pkg: bool, node: ast.Import | ast.ImportFrom, known: set[str]) -> list[str]:
+    """The absolute names an import statement brings in (a `from X import name` counts X.name when
+    that is a module, else X)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = module.split(".") if is_pkg else module.split(".")[:-1]
+    target = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else [])) \
+        if node.level else (node.module or "")
+    names = []
+    for alias in node.names:
+        candidate = f"{target}.{alias.name}"
+        names.append(candidate if candidate in known else target)
+    return names
+
+
+def import_graph(modules: dict[str, tuple[bool, str]]) -> dict[str, set[str]]:
+    """{module: the git_lanes modules it imports at run time, parent packages included}."""
+    known = set(modules)
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, (is_pkg, source) in modules.items():
+        for node in _runtime_imports(ast.parse(source)):
+            for name in imported(module, is_pkg, node, known):
+                parts = name.split(".")
+                for k in range(2, len(parts) + 1):
+                    dep = ".".join(parts[:k])
+                    if dep in known and dep != module and not module.startswith(dep + "."):
+                        graph[module].add(dep)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def git_outside_gateway(modules: dict[str, tuple[bool, str]]) -> list[str]:
+    """Modules outside gitio/ that import dulwich or subprocess, or spell a `git ...` argv."""
+    found = []
+    for module, (is_pkg, source) in modules.items():
+        if module == "git_lanes.gitio" or module.startswith("git_lanes.gitio."):
+            continue
+        tree = ast.parse(source)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                for name in names:
+                    top = name.split(".")[0]
+                    if top == "dulwich" or (top == "subprocess" and module not in SUBPROCESS_ALLOWED):
+                        found.append(f"{module}: imports {name}")
+            elif isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) > 1:
+                first, second = node.elts[0], node.elts[1]
+                if isinstance(first, ast.Constant) and first.value == "git" and \
+                        not (isinstance(second, ast.Constant) and second.value == "lanes"):   # our own usage line
+                    found.append(f"{module}:{node.lineno}: a git command line")
+            elif isinstance(node, ast.Attribute) and node.attr in ("system", "popen") and \
+                    getattr(node.value, "id", None) == "os":
+                found.append(f"{module}:{node.lineno}: os.{node.attr}")
+    return found
+
+
+def impure_decisions(modules: dict[str, tuple[bool, str]]) -> list[str]:
+    found = []
+    known = set(modules)
+    for module, (is_pkg, source) in modules.items():
+        if not module.startswith("git_lanes.decisions"):
+            continue
+        for node in _runtime_imports(ast.parse(source)):
+            for name in imported(module, is_pkg, node, known):
+                ours = name.startswith("git_lanes.")
+                allowed = name.startswith("git_lanes.decisions") or name in PURE_OURS if ours else \
+                    name in PURE_STDLIB or name.split(".")[0] in PURE_STDLIB and name.split(".")[0] != "os"
+                if not allowed:
+                    found.append(f"{module}: imports {name}")
+    return found
+
+
+def cli_reaching_past_use_cases(modules: dict[str, tuple[bool, str]]) -> list[str]:
+    found = []
+    known = set(modules)
+    for module, (is_pkg, source) in modules.items():
+        if not (module == "git_lanes.cli" or module.startswith("git_lanes.cli.")):
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for name in imported(module, is_pkg, node, known):
+                    if name.startswith(("git_lanes.gitio", "git_lanes.store")):
+                        found.append(f"{module}: imports {name}")
+    return found
+
+
+def too_long(modules: dict[str, tuple[bool, str]]) -> list[str]:
+    return [f"{m}: {len(src.splitlines())} lines" for m, (_, src) in modules.items()
+            if len(src.splitlines()) > MAX_LINES]
+
+
+# -- the product ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def product():
+    return load()
+
+
+def test_only_the_gateway_touches_git(product):
+    assert git_outside_gateway(product) == []
+
+
+def test_decisions_are_pure(product):
+    assert any(m.startswith("git_lanes.decisions.") for m in product)
+    assert impure_decisions(product) == []
+
+
+def test_the_cli_goes_through_use_cases(product):
+    assert any(m.startswith("git_lanes.cli.") for m in product)
+    assert cli_reaching_past_use_cases(product) == []
+
+
+def test_no_import_cycle(product):
+    graph = import_graph(product)
+    assert "git_lanes.gitio" in graph["git_lanes.store.batch"]   # the graph is really read
+    assert cycles(graph) == []
+
+
+def test_no_module_over_450_lines(product):
+    assert too_long(product) == []
+
+
+# -- the rules catch what they are for ------------------------------------------------------------------
+
+def _tree(**sources: str) -> dict[str, tuple[bool, str]]:
+    return {name.replace("__", "."): (False, text) for name, text in sources.items()}
+
+
+def test_the_rules_see_violations():
+    bad = _tree(git_lanes__tick="import dulwich.repo\nimport subprocess\nx = ['git', 'status']\ny = ['git', 'lanes']\n",
+                git_lanes__gitio__git="import subprocess\nimport dulwich\n",
+                git_lanes__procs="import subprocess\n",
+                git_lanes__decisions__a="import os\nfrom git_lanes import store\nfrom git_lanes import ids\n",
+                git_lanes__cli__x="from git_lanes.store import BatchStore\nfrom git_lanes import session\n",
+                git_lanes__store="",
+                git_lanes__ids="",
+                git_lanes__session="")
+    assert git_outside_gateway(bad) == ["git_lanes.tick: imports dulwich.repo", "git_lanes.tick: imports subprocess",
+                                        "git_lanes.tick:3: a git command line"]
+    assert impure_decisions(bad) == ["git_lanes.decisions.a: imports os", "git_lanes.decisions.a: imports git_lanes.store"]
+    assert cli_reaching_past_use_cases(bad) == ["git_lanes.cli.x: imports git_lanes.store"]
+    ring = _tree(git_lanes__a="from git_lanes import b\n", git_lanes__b="import git_lanes.c\n",
+                 git_lanes__c="from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import git_lanes.a\n"
+                              "def f():\n    from git_lanes import a\n")
+    assert cycles(import_graph(ring)) == [["git_lanes.a", "git_lanes.b", "git_lanes.c"]]
+    typing_only = _tree(git_lanes__a="from git_lanes import b\n",
+                        git_lanes__b="from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import git_lanes.a\n")
+    assert cycles(import_graph(typing_only)) == []
+    assert too_long(_tree(git_lanes__big="x = 1\n" * 451)) == ["git_lanes.big: 451 lines"]

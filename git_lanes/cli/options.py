@@ -8,9 +8,12 @@ import click
 
 
 def session(**kw):
-    """The repository as this command sees it (imported on first use: TAB stays light)."""
+    """The repository as this command sees it (imported on first use: TAB stays light); its
+    warnings are `warning:` lines on stderr."""
     from ..session import Session
+    from .render import err
 
+    kw.setdefault("warn", lambda text: err("warning", text))
     return Session(**kw)
 
 

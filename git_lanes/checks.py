@@ -17,8 +17,8 @@ from .errors import LanesError, usage
 from .ids import FINAL_CHECK_MAX_WORDS, validate_final_check
 from .procs import MISSING_EXIT_CODE, TAIL_BYTES
 
-__all__ = ["CheckResult", "FINAL_CHECK_MAX_WORDS", "MISSING_EXIT_CODE", "TAIL_BYTES", "child_env", "run_checks",
-           "run_command", "split_command", "validate_final_check"]
+__all__ = ["CheckResult", "FINAL_CHECK_MAX_WORDS", "MISSING_EXIT_CODE", "TAIL_BYTES", "child_env", "last_lines",
+           "run_checks", "run_command", "split_command", "validate_final_check"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +45,11 @@ def child_env(base: Mapping[str, str], local_env_vars: Iterable[str], *,
     env = {key: value for key, value in base.items() if key not in drop}
     env.update(GIT_LANES_SLUG=slug, GIT_LANES_BATCH=batch, GIT_LANES_TASK=task)
     return env
+
+
+def last_lines(text: str, count: int = 5) -> str:
+    """The last `count` non-empty lines of an output (what v3 means by "its last lines"), joined by ` | `."""
+    return " | ".join([line.strip() for line in text.splitlines() if line.strip()][-count:])
 
 
 def split_command(command: str) -> list[str]:

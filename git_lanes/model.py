@@ -73,6 +73,8 @@ class Child(_Model):
     corrections: int = Field(0, ge=0, le=2)
     correction_due: str | None = None
     tracker_closed: Literal[True] | None = None
+    # The failing rerun results of the candidate that parked it (SPEC §2.1 v3).
+    gate_results: list[CheckResultModel] = []
 
     def check(self) -> None:
         s = self.state
@@ -177,6 +179,14 @@ class ArchivedLane(_Model):
     run_id: str | None = None  # the run that lane belonged to (its lane record is not this run's)
 
 
+class Candidate(_Model):
+    """The one candidate being verified (SPEC §8.6): set while its reruns run."""
+    task_id: str
+    commit: str
+    head: str
+    at: str
+
+
 class BatchRecord(_Model):
     contract: Literal["git_lanes/batch_record/v1"] = BATCH_RECORD
     batch_id: str
@@ -203,6 +213,7 @@ class BatchRecord(_Model):
     reseals: list[Reseal] = []
     archived_lanes: list[ArchivedLane] = []
     tracker_github: str | None = None
+    candidate: Candidate | None = None
     created_at: str
     updated_at: str
 
@@ -227,6 +238,10 @@ class BatchRecord(_Model):
                 raise ValueError(f"a {state} batch holds no in-flight child ({', '.join(busy)})")
         if state == "completed" and any(c.state not in DONE for c in self.children):
             raise ValueError("a completed batch needs every child integrated or released")
+        if self.candidate is not None:
+            owner = self.child(self.candidate.task_id)
+            if owner is None or owner.state != "lane_committed":
+                raise ValueError(f"the candidate of {self.candidate.task_id} needs its child lane_committed")
         return self
 
     # -- helpers -------------------------------------------------------------------------
@@ -312,11 +327,13 @@ class Report(BaseModel):
     reseals: list[dict[str, Any]] = []
     adopted_heads: list[dict[str, Any]] = []
     reviews: list[dict[str, Any]] = []
+    candidate: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         for key in ("lane_refusals", "tracker_observations", "restores", "final_verification", "interventions",
-                    "lane_instruction", "lane_revision", "revisions", "reseals", "adopted_heads", "reviews"):
+                    "lane_instruction", "lane_revision", "revisions", "reseals", "adopted_heads", "reviews",
+                    "candidate"):
             if not data.get(key):
                 data.pop(key, None)
         return data

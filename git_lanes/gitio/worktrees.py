@@ -94,6 +94,12 @@ class WorkingTrees:
     def is_clean(self, cwd: str, excludes: str | None = None) -> bool:
         return not self.status(cwd, excludes=excludes)
 
+    def ignored_top_level(self, worktree: str) -> list[str]:
+        """The top-level names of the files and folders Git ignores in `worktree`."""
+        out = self.git.run("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory",
+                           cwd=worktree).stdout.decode("utf-8", "surrogateescape")
+        return sorted({p.split("/", 1)[0] for p in out.split("\0") if p})
+
     def flagged(self, cwd: str | None = None) -> list[str]:
         """Index entries marked assume-unchanged or skip-worktree (`git ls-files -v`)."""
         out = self.git.run("ls-files", "-v", "-z", cwd=cwd).stdout.decode("utf-8", "surrogateescape")

@@ -7,9 +7,12 @@ invariant checks) and writes nothing if it is invalid.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from .ids import id_problem
 
 BATCH_RECORD = "git_lanes/batch_record/v1"
 LANE_RECORD = "git_lanes/lane_record/v1"
@@ -23,6 +26,25 @@ ChildState = Literal["pending", "enrolled", "settled", "lane_committed", "integr
                      "needs_human", "skipped_blocked"]
 IN_FLIGHT = ("enrolled", "settled", "lane_committed")
 DONE = ("integrated", "released")
+
+
+# Names that reach Git command lines and file paths are checked on every read and write: a
+# tampered record is refused as corrupt, never handed to Git as an option or used as a path.
+Oid = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")]
+_BATCH_ID = re.compile(r"^(?P<slug>.+)-\d{8}T\d{6}Z-[0-9a-f]{6}$")
+
+
+def _valid_id(task: bool):
+    def check(value: str) -> str:
+        problem = id_problem(value, task=task)
+        if problem:
+            raise ValueError(problem)
+        return value
+    return AfterValidator(check)
+
+
+TaskId = Annotated[str, _valid_id(task=True)]
+Slug = Annotated[str, _valid_id(task=False)]
 
 
 def now() -> str:
@@ -52,20 +74,20 @@ class CheckResultModel(_Model):
 class Lane(_Model):
     path: str
     branch: str
-    base_head: str
+    base_head: Oid
     run_id: str
-    lane_commit: str | None = None
-    executor_commits: list[str] = []
+    lane_commit: Oid | None = None
+    executor_commits: list[Oid] = []
     # Index (in the lane record's qa_attempts) of the passed attempt this child settled on.
     attempt: int | None = None
 
 
 class Child(_Model):
-    task_id: str
-    blocked_by: list[str] = []
+    task_id: TaskId
+    blocked_by: list[TaskId] = []
     state: ChildState = "pending"
     reason: str | None = None
-    commit: str | None = None
+    commit: Oid | None = None
     lane: Lane | None = None
     settled_at: str | None = None
     qa_failures: int = Field(0, ge=0)
@@ -101,8 +123,8 @@ class Budget(_Model):
 
 
 class AdoptedHead(_Model):
-    from_: str = Field(alias="from")
-    to: str
+    from_: Oid = Field(alias="from")
+    to: Oid
 
 
 class RestorePath(_Model):
@@ -127,7 +149,7 @@ class Intervention(_Model):
 
 class FinalVerification(_Model):
     passed: bool
-    head: str
+    head: Oid
     results: list[CheckResultModel]
 
 
@@ -151,7 +173,7 @@ class Review(_Model):
     task_id: str
     verdict: Literal["approve", "reject"]
     text: str | None = None
-    tree: str | None = None  # the passed attempt's tree the verdict applies to
+    tree: Oid | None = None  # the passed attempt's tree the verdict applies to
 
 
 class IntentIdentity(_Model):
@@ -175,24 +197,24 @@ class ArchivedLane(_Model):
     at: str
     task_id: str
     branch: str
-    tip: str
+    tip: Oid
     run_id: str | None = None  # the run that lane belonged to (its lane record is not this run's)
 
 
 class Candidate(_Model):
     """The one candidate being verified (SPEC §8.6): set while its reruns run."""
     task_id: str
-    commit: str
-    head: str
+    commit: Oid
+    head: Oid
     at: str
 
 
 class BatchRecord(_Model):
     contract: Literal["git_lanes/batch_record/v1"] = BATCH_RECORD
     batch_id: str
-    slug: str
+    slug: Slug
     plan_digest: str
-    base_head: str
+    base_head: Oid
     branch: str
     coordinator: str
     confirmation_time: str
@@ -231,6 +253,10 @@ class BatchRecord(_Model):
                     raise ValueError(f"child {child.task_id}: unknown blocker {dep}")
         if self.branch != f"imm/{self.slug}":
             raise ValueError(f"branch must be imm/{self.slug}")
+        found = _BATCH_ID.match(self.batch_id)
+        if not found or found.group("slug") != self.slug:
+            raise ValueError(f"batch_id {self.batch_id!r} is not <slug>-<yyyymmddThhmmssZ>-<6 hex>")
+
         state = self.batch_state
         if state in ("failed", "budget_stopped", "superseded"):
             busy = [c.task_id for c in self.children if c.state in IN_FLIGHT]
@@ -277,7 +303,7 @@ class BatchRecord(_Model):
 
 class QaAttempt(_Model):
     at: str
-    tree: str
+    tree: Oid
     passed: bool
     results: list[CheckResultModel]
     author_ident: str | None = None

@@ -296,14 +296,14 @@ class ObjectDB:
     def diff_paths(self, a: str, b: str, pathspecs: Iterable[str] | None = None) -> list[str]:
         """Sorted paths that differ between two trees (or commits), limited to `pathspecs`."""
         specs = list(pathspecs) if pathspecs is not None else []
-        raw = self.git.run("diff-tree", "-r", "--no-renames", "--name-only", "-z", "--no-commit-id", a, b,
+        raw = self.git.run("diff-tree", "-r", "--no-renames", "--name-only", "-z", "--no-commit-id", "--end-of-options", a, b,
                            *(["--", *specs] if specs else [])).stdout
         return sorted(_dec(p) for p in raw.split(b"\0") if p)
 
     # -- history -------------------------------------------------------------------------------------
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
-        proc = self.git.run("merge-base", "--is-ancestor", ancestor, descendant, check=False)
+        proc = self.git.run("merge-base", "--is-ancestor", "--end-of-options", ancestor, descendant, check=False)
         if proc.returncode in (0, 1):
             return proc.returncode == 0
         raise GitError(["git", "merge-base", "--is-ancestor", ancestor, descendant], proc.returncode,
@@ -311,14 +311,16 @@ class ObjectDB:
 
     def commits(self, tip: str, exclude: str, *, first_parent: bool = False) -> list[str]:
         """Commits reachable from `tip` but not from `exclude`, oldest first."""
-        args = ["rev-list", "--reverse"] + (["--first-parent"] if first_parent else []) + [tip, f"^{exclude}"]
+        args = ["rev-list", "--reverse"] + (["--first-parent"] if first_parent else []) + \
+            ["--end-of-options", tip, f"^{exclude}"]
         return [c for c in self.git.out(*args).split("\n") if c]
 
     def messages(self, exclude: str, tip: str) -> list[tuple[str, str]]:
         """(commit, message) of every commit in exclude..tip, newest first (one `git log`)."""
         if exclude == tip:
             return []
-        raw = self.git.run("log", "--format=%H%x00%B%x01", f"{exclude}..{tip}").stdout.decode("utf-8", "replace")
+        raw = self.git.run("log", "--format=%H%x00%B%x01", "--end-of-options", f"{exclude}..{tip}").stdout.decode(
+            "utf-8", "replace")
         found = []
         for item in raw.split("\x01"):
             item = item.strip("\n")
@@ -329,7 +331,7 @@ class ObjectDB:
 
     def merge_tree(self, ours: str, theirs: str) -> str | None:
         """`git merge-tree --write-tree` (Git >= 2.38): the merged tree, or None on a conflict."""
-        proc = self.git.run("merge-tree", "--write-tree", "--no-messages", ours, theirs, check=False)
+        proc = self.git.run("merge-tree", "--write-tree", "--no-messages", "--end-of-options", ours, theirs, check=False)
         if proc.returncode == 1:
             return None
         if proc.returncode != 0:
@@ -339,8 +341,9 @@ class ObjectDB:
 
     def paths(self, rev: str, under: str) -> list[str]:
         """Every file path below `under` at `rev` (`git ls-tree`: no object database opened)."""
-        proc = self.git.run("ls-tree", "-r", "-z", "--name-only", rev, "--", under, check=False)
+        proc = self.git.run("ls-tree", "-r", "-z", "--name-only", "--end-of-options", rev, "--", under, check=False)
         return [_dec(p) for p in proc.stdout.split(b"\0") if p] if proc.returncode == 0 else []
 
     def log_oneline(self, *revs: str) -> str:
-        return self.git.run("log", "--oneline", "--no-decorate", *revs, check=False).stdout.decode("utf-8", "replace")
+        return self.git.run("log", "--oneline", "--no-decorate", "--end-of-options", *revs,
+                            check=False).stdout.decode("utf-8", "replace")

@@ -4,20 +4,18 @@ Each write is a compare-and-swap (`git update-ref --stdin`: start, prepare, comm
 reason; several refs move together or not at all. A lost race raises `RefRaceError`. A Git
 `.lock` file left by a killed process never stops a write for good (SPEC §15): a lock on a ref
 whose writers are guarded by an `flock` the caller holds (`guarded=True`) is stale and removed
-at once; any other lock is removed once it is older than `STALE_AFTER` seconds, and a younger
-one is waited for.
+at once; any other lock is removed once it is older than 60 seconds, and a younger one is waited
+for (`process.LockWait`).
 """
 
 from __future__ import annotations
 
 import os
-import re
-import time
 from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, ClassVar, Sequence
 
-from .process import ZERO_OID, GitError
+from .process import ZERO_OID, GitError, LockWait, locked_path
 
 if TYPE_CHECKING:
     from .git import Git
@@ -29,8 +27,6 @@ EVIDENCE_REF = "refs/notes/lanes/evidence"
 HEADS = "refs/heads/"
 BATCH_BRANCH_PREFIX = "refs/heads/imm/"
 LANE_BRANCH_PREFIX = "refs/heads/imm-lane/"
-STALE_AFTER = 60.0     # seconds: a live Git command holds a lock far less
-LOCK_POLL = 0.2
 
 Update = tuple[str, "str | None", "str | None"]   # (ref, new or None to delete, old or None: must not exist)
 
@@ -94,7 +90,6 @@ class RefRaceError(Exception):
     """A compare-and-swap lost: a ref no longer holds the expected value."""
 
 
-_LOCKED = re.compile(r"Unable to create '([^']+\.lock)': File exists")
 _RACE = ("but expected", "reference already exists", "unable to resolve reference")
 
 
@@ -139,40 +134,19 @@ class Refs:
             lines.append(f"delete {ref} {expect}" if new is None else f"update {ref} {new} {expect}")
         lines += ["prepare", "commit", ""]
         data = "\n".join(lines)
-        waited_since = None
+        wait = LockWait(self.git.warn)
         while True:
             proc = self.git.run("update-ref", "-m", reason, "--stdin", input=data, check=False)
             if proc.returncode == 0:
                 return
             err = proc.stderr.decode("utf-8", "replace")
-            locked = _LOCKED.search(err)
-            if locked:
-                waited_since = waited_since or time.monotonic()
-                if self._clear_lock(locked.group(1), guarded, waited_since):
-                    continue
-                time.sleep(LOCK_POLL)
+            lock = locked_path(err)
+            if lock:
+                wait(lock, ours=guarded and "/" + STATE_PREFIX in lock.replace(os.sep, "/"))
                 continue
             if any(text in err for text in _RACE) or ("cannot lock ref" in err and "is at" in err):
                 raise RefRaceError(err.strip())
             raise GitError(["git", "update-ref", "-m", reason, "--stdin"], proc.returncode, err)
-
-    def _clear_lock(self, path: str, guarded: bool, waited_since: float) -> bool:
-        """Remove a stale lock file (True), or say to wait for it (False)."""
-        try:
-            age = time.time() - os.stat(path).st_mtime
-        except FileNotFoundError:
-            return True   # its holder finished meanwhile
-        ours = guarded and "/" + STATE_PREFIX in path.replace(os.sep, "/")
-        if not ours and age < STALE_AFTER:
-            if time.monotonic() - waited_since > STALE_AFTER + 5:   # it keeps being renewed: someone works
-                raise GitError(["git", "update-ref"], 128, f"'{path}' is held by a running Git command")
-            return False
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-        self.git.warn(f"removed stale lock file {path}" + ("" if ours else f" ({int(age)} s old)"))
-        return True
 
     def create(self, ref: str, new: str, reason: str) -> None:
         """Create `ref` at `new`; RefRaceError when it exists."""

@@ -48,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         if as_json and e.report is not None and e.exit_code == 1:
             render.emit_json(e.report)
         render.err("error", e.message)
+        if e.hint:
+            render.err("hint", e.hint)
         return int(e.exit_code)
     except click.UsageError as e:
         _usage_error(e)

@@ -42,10 +42,15 @@ def _dec(raw: bytes) -> str:
 
 
 def quote_path(path: str) -> str:
-    """A path as Git prints it (`core.quotePath`): C-quoted when it holds a byte Git quotes."""
+    """A path fit for a record, a report or a terminal: as is when it is valid UTF-8 without control
+    characters, else C-quoted the way Git quotes it (`"caf\\351.txt"`)."""
     raw = _enc(path)
-    if all(32 <= b < 127 and b not in (34, 92) for b in raw):
-        return path
+    try:
+        raw.decode("utf-8")
+        if not any(b < 32 or b == 127 for b in raw):
+            return path
+    except UnicodeDecodeError:
+        pass
     escapes = {7: "a", 8: "b", 9: "t", 10: "n", 11: "v", 12: "f", 13: "r", 34: '"', 92: "\\"}
     out = []
     for b in raw:

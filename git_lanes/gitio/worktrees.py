@@ -139,6 +139,11 @@ class WorkingTrees:
                         cwd=worktree).stdout.decode("utf-8", "surrogateescape")
         return sorted({p.split("/", 1)[0] for p in out.split("\0") if p})
 
+    def head_log(self, worktree: str) -> list[str]:
+        """The subjects of the worktree's HEAD reflog, newest first ([] when it has none)."""
+        proc = self.git.run("reflog", "show", "--format=%gs", "HEAD", "--", cwd=worktree, check=False)
+        return proc.stdout.decode("utf-8", "replace").splitlines() if proc.returncode == 0 else []
+
     def flagged(self, cwd: str | None = None) -> list[str]:
         """Index entries marked assume-unchanged or skip-worktree (`git ls-files -v`)."""
         out = self.git.run("ls-files", "-v", "-z", cwd=cwd).stdout.decode("utf-8", "surrogateescape")

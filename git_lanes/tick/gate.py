@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from .. import scratch
 from . import engine
-from .land import Pending, build, crash_point, mark_integrated
+from ..crash import crash_point
+from .land import Pending, build, mark_integrated
 from .state import TickState
 
 if TYPE_CHECKING:

@@ -7,11 +7,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import authority, lifecycle
+from ..crash import crash_point
 from ..model import Candidate
 from ..scope import outside_scope
 from ..store import Held, flock_try, verify_lock_path
@@ -22,14 +22,6 @@ if TYPE_CHECKING:
     from ..checks import CheckResult
     from ..model import Child
     from ..report import Extras
-
-
-def crash_point(name: str) -> None:
-    """Fault injection for crash tests: `GIT_LANES_CRASH_AT=<name>` kills this process here."""
-    if os.environ.get("GIT_LANES_CRASH_AT") == name:
-        import signal
-
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass

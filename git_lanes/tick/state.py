@@ -43,6 +43,7 @@ class TickState:
         self.notes: dict[str, dict[str, Any]] = {}    # evidence notes to write with the next record write
         self.head: str | None = None
         self.reason: str | None = None
+        self.continue_start: str | None = None   # how to finish an interrupted `start` (repair.guards)
         self.pending: "Pending | None" = None    # a candidate recorded by step 9, to verify
         self.landing: "Pending | None" = None    # a verified candidate this hold lands
         self.lanes: "LocalLanes" = LocalLanes(s)

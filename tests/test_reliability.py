@@ -243,3 +243,36 @@ def test_an_edited_plan_digest_is_noticed(repo):
     _tamper(repo, "batch.json", json.dumps(data))
     code, report = lanes_json(repo, "tick")
     assert report["batch_state"] == "needs_human" and report["reason"].startswith("plan_changed: ")
+
+
+# -- secrets are never stored or printed -------------------------------------------------------------------
+
+def test_a_secret_a_check_prints_is_redacted_everywhere_it_is_recorded(repo, monkeypatch):
+    secret = "ghp_" + "s3cr3t" * 6
+    monkeypatch.setenv("GITHUB_TOKEN", secret)
+    monkeypatch.setenv("DEPLOY_KEY", "k3y-value-123")
+    monkeypatch.setenv("SHORT_TOKEN", "abc")             # under 6 characters: not a secret
+    check = "python3 -c \"import os; print('token', os.environ['GITHUB_TOKEN'], os.environ['DEPLOY_KEY'], 'abc')\""
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": check}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    lane = provision(repo, "a")
+    deliver(lane, {"src/a/x": "a"})
+    code, out, err = lanes(lane, "done", "--json")
+    assert code == 0
+    assert secret not in out and "k3y-value-123" not in out
+    assert json.loads(out)["results"][0]["output_tail"] == "token *** *** abc\n"
+    code, report = lanes_json(repo, "tick")
+    assert report["children"][0]["state"] == "integrated"
+    stored = git(repo, "log", "-p", "--all", "--notes=lanes/evidence")
+    everything = stored + git(repo, "grep", "-h", "-e", "token", "refs/notes/lanes/lane/demo/a", "--", ".")
+    assert secret not in everything and "k3y-value-123" not in everything and "token *** ***" in everything
+
+
+def test_tracker_messages_are_redacted_before_they_are_cut():
+    from git_lanes.tracker.github import MAX_MESSAGE, GitHubTracker
+
+    token = "t0k3n" * 20
+    tracker = GitHubTracker("https://example.invalid", token)
+    message = "x" * (MAX_MESSAGE - 50) + token
+    scrubbed = tracker._scrub(message)
+    assert len(scrubbed) <= MAX_MESSAGE and "t0k3n" not in scrubbed

@@ -58,7 +58,7 @@ def parse_time(stamp: str) -> _dt.datetime:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=False, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, populate_by_name=True, defer_build=True)
 
 
 class CheckResultModel(_Model):

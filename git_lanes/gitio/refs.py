@@ -1,4 +1,4 @@
-"""Refs: typed names, reads, and every write as one of Git's own ref transactions.
+"""Refs: typed names, reads from Git's own files, and every write as one of Git's ref transactions.
 
 Each write is a compare-and-swap (`git update-ref --stdin`: start, prepare, commit) with a reflog
 reason; several refs move together or not at all. A lost race raises `RefRaceError`. A Git
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
-from functools import cached_property
 from typing import TYPE_CHECKING, ClassVar, Sequence
 
 from .process import ZERO_OID, GitError, LockWait, locked_path
@@ -93,23 +92,54 @@ class RefRaceError(Exception):
 _RACE = ("but expected", "reference already exists", "unable to resolve reference")
 
 
+_PER_WORKTREE = ("refs/worktree/", "refs/bisect/", "refs/rewritten/")
+
+
 class Refs:
-    """The refs of one repository (reads in-process through dulwich, writes through Git)."""
+    """The refs of one repository: read from Git's files directly (loose refs, then `packed-refs`;
+    no process, no dulwich to import), written through Git's own ref transactions."""
 
     def __init__(self, git: "Git") -> None:
         self.git = git
-
-    @cached_property
-    def _container(self):
-        return self.git.odb.repo.refs
+        self._packed: tuple[tuple[int, int], dict[str, str]] | None = None
 
     def resolve(self, ref: str) -> str | None:
-        """The object id a full ref name points at (peeling symbolic refs), or None."""
+        """The object id a full ref name points at (following symbolic refs), or None."""
+        for _ in range(5):
+            if ".." in ref or ref.startswith("/") or "\0" in ref:
+                return None
+            per_worktree = ref == "HEAD" or ref.startswith(_PER_WORKTREE)
+            path = os.path.join(self.git.git_dir if per_worktree else self.git.common_dir, *ref.split("/"))
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read().strip()
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                return None if per_worktree else self.packed().get(ref)
+            if data.startswith(b"ref: "):
+                ref = data[5:].decode("utf-8", "surrogateescape")
+                continue
+            value = data.decode("ascii", "replace")
+            return value if len(value) in (40, 64) and all(c in "0123456789abcdef" for c in value) else None
+        return None
+
+    def packed(self) -> dict[str, str]:
+        """{ref: oid} of `packed-refs`, read again only when the file changed."""
+        path = os.path.join(self.git.common_dir, "packed-refs")
         try:
-            value = self._container[ref.encode("utf-8", "surrogateescape")]
-        except KeyError:
-            return None
-        return value.decode()
+            st = os.stat(path)
+        except FileNotFoundError:
+            return {}
+        stamp = (st.st_mtime_ns, st.st_size)
+        if self._packed is None or self._packed[0] != stamp:
+            found = {}
+            with open(path, "rb") as fh:
+                for line in fh:
+                    if line[:1] in (b"#", b"^"):
+                        continue
+                    oid, _, name = line.rstrip(b"\n").partition(b" ")
+                    found[name.decode("utf-8", "surrogateescape")] = oid.decode("ascii", "replace")
+            self._packed = (stamp, found)
+        return self._packed[1]
 
     def under(self, prefix: str) -> dict[str, str]:
         """{full ref: oid} for every ref under `prefix` (one `for-each-ref`)."""

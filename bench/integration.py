@@ -1,0 +1,154 @@
+"""Integration against repository size, and one more integration against the same work by hand.
+
+Each run clones a cached 1,000-file and a cached 100,000-file repository (built once with
+`git fast-import`) and, in each clone:
+
+- batch `a` (one task): provision, deliver, `done` — then the timed tick that integrates it:
+  the **first integration of the first batch of the clone (cold)**: nothing of git-lanes exists
+  in the repository yet;
+- batch `b` in the same clone: the same, timed: the **first integration of a second batch
+  (warm)**; in the small clone batch `b` goes on for the marginal measure:
+- a tick integrating one lane (t1), then a tick integrating N = 4 lanes (tN): **marginal** =
+  (tN - t1) / (N - 1), one more lane commit and integration inside a tick, against the same
+  integration **by hand** in a clone of its own: `merge-tree --write-tree`,
+  `commit-tree`, `checkout --detach` of the candidate in a scratch worktree, the check there,
+  `merge --ff-only` in the coordinator.
+
+Ratios: cold and warm, 100k over 1k (same run, paired); marginal over by hand.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from .common import (Clock, Result, Sample, Task, World, clone, fast_import,
+                     initiative_files, make_repo, ms, provision, spread, tick_until_integrated, write)
+
+CHECK = "true"
+EXTRA = 4   # lanes integrated by the second tick of the marginal measure (quick: 2)
+
+
+def _plan(extra: int) -> dict[str, str]:
+    """Batch `a`: a0. Batch `b`: b0 (first), b1 (a tick integrating one), b2.. (a tick integrating `extra`)."""
+    files = initiative_files("a", [Task("a0", ["work/a0"], [CHECK])])
+    files.update(initiative_files("b", [Task(f"b{i}", [f"work/b{i}"], [CHECK]) for i in range(2 + extra)]))
+    return files
+
+
+def _lane_root(world: World, repo: Path) -> Path:
+    root = repo.with_name(repo.name + ".lanes")
+    world.git(repo, "config", "lanes.worktreeRoot", str(root))
+    return root
+
+
+def _deliver(world: World, repo: Path, task: str) -> None:
+    lane = provision(world, repo, task)
+    write(lane / "work" / task / "out.txt", f"{task}\n")
+    world.lanes(lane, "done")
+
+
+def _first_integration(world: World, repo: Path, slug: str, task: str, parallel: int = 1) -> Sample:
+    world.lanes(repo, "start", slug, "--yes", "--max-parallel", str(parallel))
+    _deliver(world, repo, task)
+    sample, _ = tick_until_integrated(world, repo, [task])
+    return sample
+
+
+def _marginal_ticks(world: World, repo: Path, extra: int) -> tuple[Sample, Sample, int]:
+    """(a tick integrating one lane, a tick integrating `extra`, ticks those took) in batch `b`."""
+    _deliver(world, repo, "b1")
+    one, _ = tick_until_integrated(world, repo, ["b1"])
+    tasks = [f"b{i}" for i in range(2, 2 + extra)]
+    for task in tasks:
+        _deliver(world, repo, task)
+    many, ticks = tick_until_integrated(world, repo, tasks)
+    return one, many, ticks
+
+
+def by_hand(world: World, source: Path) -> Sample:
+    """One integration with plain Git, of a lane whose base is one commit behind the head."""
+    repo = clone(world, source, "by-hand")
+    try:
+        base = world.git(repo, "rev-parse", "HEAD").strip()
+        lane, scratch = repo.with_name(repo.name + ".lane"), repo.with_name(repo.name + ".scratch")
+        world.git(repo, "worktree", "add", "-q", "-b", "lane", str(lane), base)
+        world.git(repo, "worktree", "add", "-q", "--detach", str(scratch), base)
+        write(lane / "work" / "hand" / "out.txt", "hand\n")
+        world.git(lane, "add", "-A")
+        world.git(lane, "commit", "-q", "-m", "lane work")
+        lane_commit = world.git(lane, "rev-parse", "HEAD").strip()
+        fast_import(world, repo, {"work/other/out.txt": "sibling\n"}, message="a sibling", parent=True)
+        world.git(repo, "reset", "-q", "--hard", "main")
+        with Clock() as c:
+            head = world.git(repo, "rev-parse", "HEAD").strip()
+            tree = world.git(repo, "merge-tree", "--write-tree", head, lane_commit).split()[0]
+            cand = world.git(repo, "commit-tree", tree, "-p", head, "-m", "imm(hand): by hand").strip()
+            world.git(scratch, "checkout", "-q", "--detach", cand)
+            world.run([CHECK], scratch)
+            world.git(repo, "merge", "--ff-only", "-q", cand)
+        return c.sample
+    finally:
+        _remove(repo)
+
+
+def _remove(repo: Path) -> None:
+    for path in (repo, *repo.parent.glob(repo.name + ".*")):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def measure(world: World, runs: int, quick: bool) -> list[Result]:
+    small_n, large_n = (100, 2_000) if quick else (1_000, 100_000)
+    extra = 2 if quick else EXTRA
+    plan = _plan(extra)
+    bases: dict[str, Path] = {}
+    build_s: dict[str, float] = {}
+    for label, n in (("small", small_n), ("large", large_n)):
+        with Clock() as c:
+            bases[label] = make_repo(world, plan, bulk=n, name=f"{label}-base")
+        build_s[label] = round(c.sample.wall, 2)
+    cold: dict[str, list[Sample]] = {"small": [], "large": []}
+    warm: dict[str, list[Sample]] = {"small": [], "large": []}
+    one, two, hand, two_ticks = [], [], [], []
+    for _ in range(runs):
+        for label in ("small", "large"):
+            repo = clone(world, bases[label], label)
+            _lane_root(world, repo)
+            try:
+                cold[label].append(_first_integration(world, repo, "a", "a0"))
+                warm[label].append(_first_integration(world, repo, "b", "b0", parallel=extra))
+                if label == "small":
+                    t1, t2, n = _marginal_ticks(world, repo, extra)
+                    one.append(t1)
+                    two.append(t2)
+                    two_ticks.append(n)
+            finally:
+                _remove(repo)
+        hand.append(by_hand(world, bases["small"]))
+
+    def ratio(d: dict[str, list[Sample]]) -> list[float]:
+        return [big.wall / small.wall for small, big in zip(d["small"], d["large"])]
+
+    def sizes(d: dict[str, list[Sample]]) -> dict[str, object]:
+        return {f"{label}_ms": spread([ms(s.wall) for s in d[label]]) for label in ("small", "large")} | {
+            f"{label}_cpu_ms": spread([ms(s.cpu) for s in d[label]]) for label in ("small", "large")}
+
+    common = {"files_small": small_n, "files_large": large_n, "build_s": build_s}
+    # noise can make a difference of two ticks negative: floor it at 1 ms so a ratio stays a ratio
+    marginal = [max((b.wall - a.wall) / (extra - 1), 1e-3) for a, b in zip(one, two)]
+    return [
+        Result("integration_first_cold", ratio(cold), {
+            **common, **sizes(cold), "what": "tick integrating the first lane of the first batch of a fresh clone",
+            "baseline": "the same in the small repository", "target": 3.0, "issue_now": 21.9}),
+        Result("integration_first_warm", ratio(warm), {
+            **common, **sizes(warm), "what": "tick integrating the first lane of a second batch in the same clone",
+            "baseline": "the same in the small repository", "target": 3.0}),
+        Result("integration_marginal", [m / h.wall for m, h in zip(marginal, hand)], {
+            "files": small_n, "tick_one_ms": spread([ms(s.wall) for s in one]),
+            "tick_many_ms": spread([ms(s.wall) for s in two]), "lanes_in_tick_many": extra,
+            "marginal_ms": spread([ms(m) for m in marginal]), "by_hand_ms": spread([ms(h.wall) for h in hand]),
+            "ticks_for_many": max(two_ticks),
+            "what": "((tick integrating N lanes) - (tick integrating one)) / (N - 1), lane commits included",
+            "baseline": "merge-tree, commit-tree, checkout in a scratch worktree, the check, merge --ff-only",
+            "target": 1.5, "issue_now": 2.5}),
+    ]

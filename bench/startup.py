@@ -60,6 +60,7 @@ def measure(world: World, runs: int, quick: bool) -> list[Result]:
             if i:
                 times[name].append(sample)
     base = [s.wall for s in times["import click"]]
+    base_cpu = [s.cpu for s in times["import click"]]
     cheap = ("--version", "completion bash", "completion request")
     per_run_worst = [max(times[c][i].wall for c in cheap) / base[i] for i in range(samples)]
     table = {name: spread([ms(s.wall) for s in ts]) for name, ts in times.items()}
@@ -73,12 +74,15 @@ def measure(world: World, runs: int, quick: bool) -> list[Result]:
         Result("lane_task_json", [times["task --json"][i].wall / base[i] for i in range(samples)], {
             "wall_ms": {k: table[k] for k in ("import click", "task --json")},
             "cpu_ms": {k: cpu[k] for k in ("import click", "task --json")},
+            "cpu_ratio": spread([times["task --json"][i].cpu / base_cpu[i] for i in range(samples)]),
             "what": "git-lanes task --json in a lane", "baseline": 'python -c "import click"',
             "target": 2.0, "issue_now": 5.2}),
         Result("done_startup", [times["done"][i].wall / (base[i] + times["check by hand"][i].wall)
                                 for i in range(samples)], {
             "wall_ms": {k: table[k] for k in ("import click", "check by hand", "done")},
             "cpu_ms": {k: cpu[k] for k in ("import click", "check by hand", "done")},
+            "cpu_ratio": spread([times["done"][i].cpu / (base_cpu[i] + times["check by hand"][i].cpu)
+                                 for i in range(samples)]),
             "what": f"git-lanes done in a lane, one check ({CHECK}), a fresh delivery each time",
             "baseline": 'python -c "import click" plus the check by hand', "target": 2.0}),
     ]

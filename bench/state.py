@@ -66,6 +66,7 @@ def measure(world: World, runs: int, quick: bool) -> list[Result]:
             "children": list(sizes),
             **{f"tick_{n}_ms": spread([ms(s.wall) for s in idle[n]]) for n in sizes},
             **{f"tick_{n}_cpu_ms": spread([ms(s.cpu) for s in idle[n]]) for n in sizes},
+            "cpu_ratio": spread([b.cpu / a.cpu for a, b in zip(idle[small], idle[large])]),
             "what": f"a tick with nothing to do at {large} children", "baseline": f"the same at {small} children",
             "target": 3.0, "issue_now": 2.1}),
     ]

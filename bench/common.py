@@ -14,7 +14,6 @@ import math
 import os
 import resource
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
@@ -133,7 +132,7 @@ class World:
 
     def close(self) -> None:
         if not self.keep:
-            shutil.rmtree(self.root, ignore_errors=True)
+            remove(self.root)
 
     def __enter__(self) -> "World":
         return self
@@ -253,6 +252,13 @@ def clone(world: World, source: Path, name: str = "clone") -> Path:
     dest = world.path(name)
     world.git(world.root, "clone", "-q", str(source), str(dest))
     return dest
+
+
+def remove(*paths: Path) -> None:
+    """Remove trees (`rm -rf`: several times faster than shutil.rmtree on 100,000 files)."""
+    existing = [str(p) for p in paths if os.path.lexists(p)]
+    if existing:
+        subprocess.run(["rm", "-rf", "--", *existing], check=False)
 
 
 def write(path: Path, text: str, executable: bool = False) -> Path:

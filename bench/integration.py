@@ -20,11 +20,10 @@ Ratios: cold and warm, 100k over 1k (same run, paired); marginal over by hand.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from .common import (Clock, Result, Sample, Task, World, clone, fast_import,
-                     initiative_files, make_repo, ms, provision, spread, tick_until_integrated, write)
+                     initiative_files, make_repo, ms, provision, remove, spread, tick_until_integrated, write)
 
 CHECK = "true"
 EXTRA = 4   # lanes integrated by the second tick of the marginal measure (quick: 2)
@@ -94,8 +93,8 @@ def by_hand(world: World, source: Path) -> Sample:
 
 
 def _remove(repo: Path) -> None:
-    for path in (repo, *repo.parent.glob(repo.name + ".*")):
-        shutil.rmtree(path, ignore_errors=True)
+    """The clone, its lanes and whatever else was made beside it (`<clone>.*`)."""
+    remove(repo, *repo.parent.glob(repo.name + ".*"))
 
 
 def measure(world: World, runs: int, quick: bool) -> list[Result]:

@@ -1,7 +1,8 @@
 """`git lanes run` end to end: CPU per task, makespan, and a batch whose tasks share a slow check.
 
-- **cpu_per_task**: `run` on 12 trivial disjoint tasks (`--max-parallel 4`; the executor writes
-  its file and exits, `run` runs `done` for it); CPU of the whole process tree per task, over the
+- **cpu_per_task**: `run` on 8 trivial disjoint tasks (`--max-parallel 4`; the executor writes
+  its file and runs `git lanes done`; the detail has the same with an executor that only writes,
+  `run` then calling `done` in-process); CPU of the whole process tree per task, over the
   by-hand floor: the same tasks done with plain Git — `worktree add`, the executor, `add -A` and
   `commit`, the check in the lane, `merge-tree --write-tree`, `commit-tree`, `merge --ff-only`,
   the check on the result, `worktree remove`, `branch -D`.
@@ -52,21 +53,28 @@ def by_hand(world: World, n: int, executor: Path) -> Sample:
 
 
 def cpu_per_task(world: World, runs: int, quick: bool) -> Result:
-    n, parallel = (3, 2) if quick else (12, 4)
-    executor = executor_script(world, sleep=0, runs_done=False)
-    lanes, hand = [], []
+    n, parallel = (3, 2) if quick else (8, 4)
+    agent = executor_script(world, sleep=0, runs_done=True, name="agent")
+    plain = executor_script(world, sleep=0, runs_done=False, name="plain")
+    agents, plains, hand = [], [], []
     for _ in range(runs):
-        repo, _ = _repo(world, n, lambda t: [_own_check(t)], "cpu")
-        lanes.append(run_batch(world, repo, "bench", str(executor), parallel)[0])
-        hand.append(by_hand(world, n, executor))
-    return Result("cpu_per_task", [a.cpu / b.cpu for a, b in zip(lanes, hand)], {
+        for executor, samples in ((agent, agents), (plain, plains)):
+            repo, _ = _repo(world, n, lambda t: [_own_check(t)], "cpu")
+            samples.append(run_batch(world, repo, "bench", str(executor), parallel)[0])
+        hand.append(by_hand(world, n, plain))
+    return Result("cpu_per_task", [a.cpu / b.cpu for a, b in zip(agents, hand)], {
         "tasks": n, "max_parallel": parallel,
-        "run_cpu_per_task_ms": spread([ms(s.cpu / n) for s in lanes]),
+        "run_cpu_per_task_ms": spread([ms(s.cpu / n) for s in agents]),
         "by_hand_cpu_per_task_ms": spread([ms(s.cpu / n) for s in hand]),
-        "run_wall_ms": spread([ms(s.wall) for s in lanes]), "by_hand_wall_ms": spread([ms(s.wall) for s in hand]),
-        "what": "CPU of `git lanes run` (whole process tree) per trivial task",
-        "baseline": "the same tasks by hand with plain Git (worktree add, commit, check, merge-tree, commit-tree, "
-                    "merge --ff-only, check, worktree remove)",
+        "run_wall_ms": spread([ms(s.wall) for s in agents]), "by_hand_wall_ms": spread([ms(s.wall) for s in hand]),
+        "driver_runs_done": {
+            "ratio": spread([a.cpu / b.cpu for a, b in zip(plains, hand)]),
+            "run_cpu_per_task_ms": spread([ms(s.cpu / n) for s in plains]),
+            "what": "the same with an executor that only writes its file: run calls done in-process"},
+        "what": "CPU of `git lanes run` (whole process tree) per trivial task, the executor running "
+                "`git lanes done` itself",
+        "baseline": "the same tasks by hand with plain Git (worktree add, the executor's write, add and commit, "
+                    "check, merge-tree, commit-tree, merge --ff-only, check, worktree remove)",
         "target": 3.0, "issue_now": 6.9})
 
 

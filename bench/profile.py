@@ -8,6 +8,9 @@
     python -m bench.profile lane [--top K]
         `git-lanes task --json` and `git-lanes done` in a lane: `python -X importtime` (what
         start-up imports cost, by package) and a cProfile of each, with their Git calls.
+    python -m bench.profile tick [--tasks N] [--top K]
+        an idle `git-lanes tick` in a batch of N children (default 1,000), one lane admitted: what
+        it costs as the batch grows.
     python -m bench.profile gitlog [--tasks N] [--parallel P]
         `git lanes run` with an executor that runs `git lanes done` itself, under a `git` on PATH
         that logs every argv: every Git process of the whole tree, executors included.
@@ -230,10 +233,22 @@ def profile_gitlog(world: World, tasks: int, parallel: int, top: int) -> None:
         print(f"  {n:4d}  {line}")
 
 
+def profile_tick(world: World, children: int, top: int) -> None:
+    repo = _repo(world, children)
+    world.lanes(repo, "start", "bench", "--yes", "--max-parallel", "2")
+    provision(world, repo, file_tasks(children, lambda t: [])[0].task_id)
+    world.lanes(repo, "tick")   # warm
+    cpu, calls, stats = inproc(world, repo, "tick")
+    print(f"idle `git-lanes tick` at {children} children: own CPU {cpu['process_s'] * 1000:.0f} ms, children "
+          f"{cpu['children_s'] * 1000:.0f} ms")
+    print_calls(calls, str(world.root), 1, top)
+    print_profile(stats, top, "git-lanes tick")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("run", "lane", "gitlog"))
-    ap.add_argument("--tasks", type=int, default=8)
+    ap.add_argument("what", choices=("run", "lane", "tick", "gitlog"))
+    ap.add_argument("--tasks", type=int, default=None, help="tasks (run, gitlog: 8) or children (tick: 1000)")
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--keep", action="store_true")
@@ -243,11 +258,13 @@ def main(argv: list[str] | None = None) -> int:
     tempfile.tempdir = _tmp_default() or tempfile.gettempdir()
     with World(keep=args.keep) as world:
         if args.what == "run":
-            profile_run(world, args.tasks, args.parallel, args.top)
+            profile_run(world, args.tasks or 8, args.parallel, args.top)
         elif args.what == "lane":
             profile_lane(world, args.top)
+        elif args.what == "tick":
+            profile_tick(world, args.tasks or 1000, args.top)
         else:
-            profile_gitlog(world, args.tasks, args.parallel, args.top)
+            profile_gitlog(world, args.tasks or 8, args.parallel, args.top)
     return 0
 
 

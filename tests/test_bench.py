@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.__main__ import FAMILIES
+from bench.__main__ import FAMILIES, _print_row
 from bench.common import critical_path, spread
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,12 +35,14 @@ def test_every_benchmark_runs_and_emits_a_ratio():
         assert isinstance(e["detail"], dict) and e["detail"].get("baseline"), name
 
 
-def test_only_selects_and_text_mode_prints_each_ratio():
-    proc = bench("--quick", "--only", "lane_task_json,done_startup")
-    assert proc.returncode == 0, proc.stderr
-    names = [line.split()[0] for line in proc.stdout.splitlines() if line and not line.startswith(" ")]
-    assert names == ["lane_task_json", "done_startup"]
-    assert "x  [" in proc.stdout
+def test_text_mode_prints_each_ratio_with_its_spread(capsys):
+    entry = {"name": "idle_tick", "ratio": {"median": 1.5, "min": 1.25, "max": 2.0}, "runs": 5,
+             "detail": {"target": 3.0, "what": "a tick", "baseline": "another tick"}}
+    _print_row(entry)
+    _print_row({"name": "startup", "error": "it broke"})
+    out = capsys.readouterr().out
+    assert "idle_tick" in out and "1.50x  [1.25-2.00]  n=5  target <= 3.0" in out and "baseline: another tick" in out
+    assert "startup" in out and "ERROR: it broke" in out
 
 
 def test_unknown_benchmark_is_a_usage_error():

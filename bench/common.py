@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 IDENT = ("Bench", "bench@example.com")
 FIXED_EPOCH = 1_700_000_000
+TIMEOUT = 900          # seconds any one command may take before the benchmark gives up on it
 
 
 class BenchError(Exception):
@@ -80,16 +81,8 @@ class Clock:
         self.sample = Sample(time.perf_counter() - self._wall, _children_cpu() - self._cpu)
 
 
-def walls(samples: Iterable[Sample]) -> list[float]:
-    return [s.wall for s in samples]
-
-
 def ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
-
-
-def seconds_spread(values: Sequence[float]) -> dict[str, float]:
-    return spread(values)
 
 
 # -- the hermetic world -----------------------------------------------------------------------------
@@ -149,7 +142,11 @@ class World:
 
     def run(self, argv: Sequence[str], cwd: Path | str, *, input: str | None = None, check: bool = True,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(list(argv), cwd=cwd, env=env or self.env, input=input, capture_output=True, text=True)
+        try:
+            proc = subprocess.run(list(argv), cwd=cwd, env=env or self.env, input=input, capture_output=True,
+                                  text=True, timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"{shlex.join(argv)} (in {cwd}) did not end within {TIMEOUT} s") from None
         if check and proc.returncode != 0:
             raise BenchError(f"{shlex.join(argv)} (in {cwd}) failed with exit code {proc.returncode}: "
                              f"{(proc.stderr or proc.stdout).strip()[-1500:]}")
@@ -241,12 +238,6 @@ def make_repo(world: World, files: dict[str, str], bulk: int = 0, name: str = "r
     return root
 
 
-def add_commit(world: World, root: Path, files: dict[str, str], message: str) -> None:
-    """Commit `files` on top of the checked-out `main` (fast-import, then a checkout of the result)."""
-    fast_import(world, root, files, message=message, parent=True)
-    world.git(root, "reset", "-q", "--hard", "main")
-
-
 def clone(world: World, source: Path, name: str = "clone") -> Path:
     """A local clone (objects hard-linked) with `main` checked out."""
     dest = world.path(name)
@@ -284,12 +275,6 @@ def handoff_lane(report: dict[str, Any], task: str) -> str:
 
 def provision(world: World, root: Path, task: str) -> Path:
     return Path(handoff_lane(world.lanes_json(root, "provision", task), task))
-
-
-def deliver(world: World, lane: Path, task: str, text: str = "delivered\n") -> None:
-    """Write the task's file (`out/<task>.txt`) in its lane and run `done` there."""
-    write(lane / "out" / f"{task}.txt", text)
-    world.lanes(lane, "done")
 
 
 def integrated(report: dict[str, Any], tasks: Iterable[str]) -> bool:

@@ -68,6 +68,8 @@ def plan_mismatch(s: Session, record: BatchRecord, commit: str) -> str | None:
     """`<task>: <what changed>` when the plan at `commit` is not what the batch authorized."""
     if recorded_digest(record) != record.plan_digest:
         return f"{record.slug}: the recorded plan_digest {record.plan_digest} is not the digest of the authorized intents"
+    if not record.reseals and s.plan_tree(commit, record.slug) == s.plan_tree(record.base_head, record.slug):
+        return None    # the very initiative the batch authorized (same tree: same bytes)
     try:
         plan: Plan = s.plan_at(commit, record.slug)
     except LanesError as exc:

@@ -89,8 +89,12 @@ class Plan:
     tracker_github: str | None
 
     def by_id(self, task_id: str) -> ParsedIntent | None:
-        """The task with this id, or None."""
-        return next((task for task in self.tasks if task.task_id == task_id), None)
+        """The task with this id, or None (a dict look-up: a tick asks once per child)."""
+        index = self.__dict__.get("_index")
+        if index is None:
+            index = {task.task_id: task for task in self.tasks}
+            object.__setattr__(self, "_index", index)
+        return index.get(task_id)
 
     def entries(self) -> list[dict[str, Any]]:
         """The plan-digest entries, in plan order."""

@@ -51,13 +51,14 @@ class Session:
 
     # -- plan ---------------------------------------------------------------------------------
 
-    def _plan_tree(self, commit: str, slug: str) -> str | None:
+    def plan_tree(self, commit: str, slug: str) -> str | None:
+        """The tree id of `.lanes/<slug>` at `commit` (None: no such folder)."""
         entry = self.git.odb.entry_at(commit, f".lanes/{slug}")
         return entry.oid if entry is not None and entry.mode == 0o040000 else None
 
     def plan_files(self, commit: str, slug: str) -> dict[str, bytes] | None:
         """Bare file name -> bytes for the files of `.lanes/<slug>/` at `commit` (None: no folder)."""
-        tree = self._plan_tree(commit, slug)
+        tree = self.plan_tree(commit, slug)
         if tree is None:
             return None
         odb = self.git.odb
@@ -68,7 +69,7 @@ class Session:
         cached = _PLAN_OF_COMMIT.get((slug, commit))
         if cached is not None:
             return cached
-        tree = self._plan_tree(commit, slug)
+        tree = self.plan_tree(commit, slug)
         plan = _PLANS.get((slug, tree)) if tree is not None else None
         if plan is None:
             files = self.plan_files(commit, slug)

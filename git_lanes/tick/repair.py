@@ -100,7 +100,8 @@ def ensure_branch(t: TickState) -> None:
         if how != "branch":
             t.s.warn(f"start was interrupted; the coordinator {rec.coordinator} is now on {rec.branch}")
         t.s.worktrees(refresh=True)
-    t.head = t.git.rev_parse("HEAD", cwd=rec.coordinator)
+    wt = t.s.worktree_at(rec.coordinator)    # listed after the lock: its HEAD is current
+    t.head = wt.head if wt is not None and wt.head else t.git.rev_parse("HEAD", cwd=rec.coordinator)
 
 
 def _stop(t: TickState, state: str, reason: str, event: str) -> None:

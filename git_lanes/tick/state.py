@@ -18,7 +18,7 @@ from ..store import CorruptRecord, evidence_lock
 from .request import Outcome, Request
 
 if TYPE_CHECKING:
-    from ..lanehost import LocalLanes
+    from ..lanehost import Lanes
     from ..model import BatchRecord, Child, LaneRecord, QaAttempt
     from ..scratch import Scratch
     from ..session import Session
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 class TickState:
     def __init__(self, s: "Session", slug: str, req: Request, tx: "Transaction", *, schedule: bool = True) -> None:
-        from ..lanehost import LocalLanes
+        from ..lanehost import Lanes
 
         self.s = s
         self.git = s.git
@@ -43,7 +43,7 @@ class TickState:
         self.notes: dict[str, dict[str, Any]] = {}    # evidence notes to write with the next record write
         self.head: str | None = None
         self.reason: str | None = None
-        self.lanes: "LocalLanes" = LocalLanes(s)
+        self.lanes: "Lanes" = Lanes(s)
         self._scopes: dict[str, list[str]] | None = None
         self._scratch: "Scratch | None" = None
         self._hist: list[str] | None = None

@@ -231,44 +231,107 @@ def test_pull_does_not_recreate_a_released_lane(world):
     assert "refs/heads/imm-lane/demo/a" not in refs(repo)
 
 
-def test_join_creates_the_lane_in_another_clone_and_its_branch_travels_back(world):
-    repo = world["repo"]
+def test_a_joined_lane_is_claimed_admitted_observed_integrated_and_released_from_refs(world):
+    """SPEC §14 v3 step by step: join (claim, atomic push), admission on refs after a pull, done in
+    the other clone, lane commit pushed back, the executor's branch follows on pull, release there,
+    released and the branch deleted by the coordinator; audit finds nothing."""
+    repo, bare = world["repo"], world["bare"]
     ok(repo, "push")
     clone = clone_of(world)
-    ok(clone, "pull")
-    base = next(h["base_head"] for h in ok(clone, "status", "demo")["handoffs"]
-                if h.get("action") == "provision" and h["task_id"] == "b")
     target = world["tmp"] / "joined-b"
-    doc = ok(clone, "join", "demo", "b", "--path", str(target))
+    doc = ok(clone, "join", "demo", "b", "--path", str(target))   # join pulls first
+    base = git(repo, "rev-parse", "imm/demo").strip()
     assert doc["lane_branch"] == "imm-lane/demo/b" and doc["base_head"] == base and doc["admitted"] is False
     assert os.path.realpath(doc["lane_path"]) == os.path.realpath(target)
     assert git(target, "symbolic-ref", "HEAD").strip() == "refs/heads/imm-lane/demo/b"
-    assert git(target, "rev-parse", "HEAD").strip() == base
-    # the coordinator has not admitted it: the lane commands say so (SPEC §14 admission from refs is not built)
-    code, out, err = lanes(target, "task")
-    assert code == 2 and "has no lane" in err
-    # its branch travels back by push
+    clone_id = git(clone, "config", "lanes.cloneId").strip()
+    claim = doc["claim"]
+    assert claim["clone_id"] == clone_id and claim["heartbeat_at"] == claim["at"] and claim["run_id"]
+    # branch and record travelled together
+    assert refs(bare)["refs/heads/imm-lane/demo/b"] == base
+    lane_json = json.loads(git(bare, "show", "refs/notes/lanes/lane/demo/b:lane.json"))
+    assert lane_json["claim"] == claim and lane_json["run_id"] == claim["run_id"] and lane_json["record_revision"] == 1
+    # not admitted yet: done refuses and writes nothing
     deliver(str(target), {"src/b/out.txt": "b\n"})
-    git(target, "add", "-A")
-    git(target, "commit", "-q", "-m", "work on b")
-    doc = ok(clone, "push")
-    assert statuses(doc)["refs/heads/imm-lane/demo/b"] == "pushed"
-    doc = ok(repo, "pull")
-    assert statuses(doc)["refs/heads/imm-lane/demo/b"] == "pulled"
-    assert refs(repo)["refs/heads/imm-lane/demo/b"] == refs(clone)["refs/heads/imm-lane/demo/b"]
-    # joining twice, or a task without a provision handoff, is refused
-    code, out, err = lanes(clone, "join", "demo", "b", "--path", str(world["tmp"] / "again"))
-    assert code == 1 and "batch_lane_branch_exists" in err
-    code, out, err = lanes(clone, "join", "demo", "a")
-    assert code == 1 and "batch_lane_unknown_child" in err
+    before = refs(clone)
+    code, out, err = lanes(target, "done")
+    assert code == 1 and "batch_lane_not_enrolled" in err
+    assert refs(clone) == before
+    # the coordinator admits the claim from refs after a pull
+    assert statuses(ok(repo, "pull"))["refs/notes/lanes/lane/demo/b"] == "pulled"
+    report = ok(repo, "tick")
+    child = next(c for c in report["children"] if c["task_id"] == "b")
+    assert child["state"] == "enrolled", report
+    assert child["lane"]["path"] is None and child["lane"]["remote"] == {"clone_id": clone_id, "host": claim["host"]}
+    assert child["lane"]["run_id"] == claim["run_id"] and child["lane"]["base_head"] == base
+    hand = next(h for h in report["handoffs"] if h["task_id"] == "b")
+    assert hand["role"] == "executor" and hand["lane_path"] is None and hand["remote"]["clone_id"] == clone_id
+    ok(repo, "push")
+    # the executor works once a pull shows it enrolled
+    ok(clone, "pull")
+    code, out, err = lanes(target, "done")
+    assert code == 0, err
+    assert statuses(ok(clone, "push"))["refs/notes/lanes/lane/demo/b"] == "pushed"
+    ok(repo, "pull")
+    report = ok(repo, "tick")
+    child = next(c for c in report["children"] if c["task_id"] == "b")
+    assert child["state"] == "integrated", report
+    lane_commit = child["lane"]["lane_commit"]
+    assert refs(repo)["refs/heads/imm-lane/demo/b"] == lane_commit
+    ok(repo, "push")
+    assert refs(bare)["refs/heads/imm-lane/demo/b"] == lane_commit
+    # pull moves the checked-out lane branch to the lane commit (its delivery is that tree) and refreshes the index
+    doc = ok(clone, "pull")
+    item = next(r for r in doc["refs"] if r["ref"] == "refs/heads/imm-lane/demo/b")
+    assert item["status"] == "pulled" and item["remote"] == lane_commit
+    assert git(target, "rev-parse", "HEAD").strip() == lane_commit
+    assert git(target, "status", "--porcelain", "--untracked-files=all") == ""
+    # the release handoff names the remote lane; release happens in its clone
+    code, out, err = lanes(repo, "release", "b")
+    assert code == 1 and "batch_lane_release_refused" in err and clone_id in err
+    status = ok(clone, "status", "demo")
+    release = next(h for h in status["handoffs"] if h.get("action") == "release" and h["task_id"] == "b")
+    assert release["remote"]["clone_id"] == clone_id and release["lane_path"] is None
+    doc = ok(clone, "release", "b")
+    assert doc["released"][0]["pushed"] is True
+    assert not target.exists() and "refs/heads/imm-lane/demo/b" not in refs(clone)
+    assert json.loads(git(bare, "show", "refs/notes/lanes/lane/demo/b:lane.json"))["released"]["at"]
+    ok(repo, "pull")
+    report = ok(repo, "tick")
+    assert next(c for c in report["children"] if c["task_id"] == "b")["state"] == "released"
+    doc = ok(repo, "push")
+    assert statuses(doc)["refs/heads/imm-lane/demo/b"] == "deleted"
+    for side in (repo, bare):
+        assert "refs/heads/imm-lane/demo/b" not in refs(side)
+    ok(repo, "release", "a")   # the local lane of the fixture
+    code, out, err = lanes(repo, "audit", "demo")
+    assert code == 0, out + err
+    # a copy of a released lane's branch is never pushed back where it is gone
+    git(bare, "update-ref", "-d", "refs/heads/imm-lane/demo/a")
+    ok(repo, "push")
+    assert statuses(ok(clone, "push"))["refs/heads/imm-lane/demo/a"] == "released"
+    assert "refs/heads/imm-lane/demo/a" not in refs(bare)
 
 
-def test_join_refuses_where_the_coordinator_lives_and_before_a_pull(world):
-    code, out, err = lanes(world["repo"], "join", "demo", "b")
+def test_join_refusals(world):
+    repo = world["repo"]
+    ok(repo, "push")
+    code, out, err = lanes(repo, "join", "demo", "b")
     assert code == 2 and "git lanes provision b" in err
     clone = clone_of(world)
-    code, out, err = lanes(clone, "join", "demo", "b")
-    assert code == 2 and "git lanes pull" in err
+    code, out, err = lanes(clone, "join", "demo", "a")
+    assert code == 1 and "batch_lane_unknown_child" in err            # integrated: no provision handoff
+    code, out, err = lanes(clone, "join", "demo", "b", "--remote", "nowhere")
+    assert code == 2 and "no remote 'nowhere'" in err
+    first = ok(clone, "join", "b", "--path", str(world["tmp"] / "one"))   # the slug is found after the pull
+    again = ok(clone, "join", "demo", "b")
+    assert again["already_joined"] is True and again["claim"] == first["claim"]
+    other = world["tmp"] / "clone2"
+    git(world["tmp"], "clone", "-q", str(world["bare"]), str(other))
+    code, out, err = lanes(other, "join", "demo", "b")
+    assert code == 1 and f"batch_lane_claimed: b by {first['claim']['clone_id']}" in err
+    assert "refs/heads/imm-lane/demo/b" in refs(other)              # a copy of the claim, no lane of its own
+    assert git(other, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 
 def test_a_path_remote_and_a_missing_remote(world):

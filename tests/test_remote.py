@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -341,3 +342,160 @@ def test_a_path_remote_and_a_missing_remote(world):
     assert git(repo, "for-each-ref", "--format=%(refname)", "refs/lanes-remotes/").startswith("refs/lanes-remotes/url-")
     code, out, err = lanes(repo, "push", "nowhere")
     assert code == 2 and "no remote 'nowhere'" in err
+
+
+# -- races and stale views (SPEC §14 v3: one writer per ref, nothing lost) -----------------------------------
+
+def joined_and_enrolled(world, task: str = "b"):
+    """A clone that joined `task`, admitted by the coordinator; both sides pulled. (clone, lane path)"""
+    repo = world["repo"]
+    ok(repo, "push")
+    clone = clone_of(world)
+    target = world["tmp"] / f"lane-{task}"
+    ok(clone, "join", "demo", task, "--path", str(target))
+    ok(repo, "pull")
+    assert {c["task_id"]: c["state"] for c in ok(repo, "tick")["children"]}[task] == "enrolled"
+    ok(repo, "push")
+    ok(clone, "pull")
+    return clone, target
+
+
+def lane_record(repo: Path, task: str = "b") -> dict:
+    ref = f"refs/notes/lanes/lane/demo/{task}"
+    data = json.loads(git(repo, "show", f"{ref}:lane.json"))
+    data["attempts"] = git(repo, "ls-tree", "--name-only", f"{ref}:attempts").split() if \
+        "attempts" in git(repo, "ls-tree", "--name-only", ref) else []
+    return data
+
+
+def test_a_claim_race_between_two_clones_leaves_one_lane_and_nothing_of_the_loser(world, monkeypatch):
+    """Both clones pulled the same handoff; east's claim reaches the server between west's pull and west's
+    atomic push: west's lease fails, west removes what it created and names the winner."""
+    from git_lanes.remote import claims
+
+    repo, bare, tmp = world["repo"], world["bare"], world["tmp"]
+    ok(repo, "push")
+    east = clone_of(world)
+    west = tmp / "west"
+    git(tmp, "clone", "-q", str(bare), str(west))
+    real = claims.push_atomic
+    raced: list[str] = []
+
+    def racing(git_, target, sends):
+        if not raced:
+            raced.append("east")
+            code, out, err = lanes(east, "join", "demo", "b", "--path", str(tmp / "east-b"))
+            assert code == 0, err
+        return real(git_, target, sends)
+
+    monkeypatch.setattr(claims, "push_atomic", racing)
+    code, out, err = lanes(west, "join", "demo", "b", "--path", str(tmp / "west-b"))
+    monkeypatch.undo()
+    east_id = git(east, "config", "lanes.cloneId").strip()
+    assert raced and code == 1 and f"batch_lane_claimed: b by {east_id}" in err
+    assert not (tmp / "west-b").exists()
+    assert git(west, "worktree", "list", "--porcelain").count("worktree ") == 1
+    ref = "refs/notes/lanes/lane/demo/b"
+    assert refs(west)[ref] == refs(bare)[ref] == refs(east)[ref]     # west keeps only a copy of east's claim
+    assert lane_record(bare)["claim"]["clone_id"] == east_id and lane_record(bare)["record_revision"] == 1
+    assert refs(bare)["refs/heads/imm-lane/demo/b"] == refs(east)["refs/heads/imm-lane/demo/b"]
+    ok(repo, "pull")
+    child = next(c for c in ok(repo, "tick")["children"] if c["task_id"] == "b")
+    assert child["state"] == "enrolled" and child["lane"]["remote"]["clone_id"] == east_id
+
+
+def test_a_lane_done_racing_a_coordinator_state_write_loses_neither(world, monkeypatch):
+    """The lane's done and push land between the coordinator's fetch and its atomic push of a new
+    state: different writers, different refs; both writes end on the server."""
+    from git_lanes.remote import replicate
+
+    repo, bare = world["repo"], world["bare"]
+    clone, target = joined_and_enrolled(world)
+    deliver(str(target), {"src/b/out.txt": "b\n"})
+    code, out, err = lanes(repo, "instruct", "b", "--message", "mind the tests", "--session-state", "idle")
+    assert code == 0, err
+    real = replicate.push_atomic
+    fired: list[int] = []
+
+    def racing(git_, url, sends):
+        if not fired:
+            fired.append(1)
+            code, out, err = lanes(target, "done")
+            assert code == 0, err
+            assert statuses(ok(clone, "push"))["refs/notes/lanes/lane/demo/b"] == "pushed"
+        return real(git_, url, sends)
+
+    monkeypatch.setattr(replicate, "push_atomic", racing)
+    doc = ok(repo, "push")
+    monkeypatch.undo()
+    assert fired and statuses(doc)["refs/notes/lanes/batch/demo"] == "pushed"
+    assert refs(bare)["refs/notes/lanes/batch/demo"] == refs(repo)["refs/notes/lanes/batch/demo"]
+    assert len(lane_record(bare)["attempts"]) == 1
+    assert [i["text"] for i in ok(repo, "status", "demo")["interventions"]] == ["mind the tests"]
+    ok(repo, "pull")
+    report = ok(repo, "tick")
+    assert {c["task_id"]: c["state"] for c in report["children"]}["b"] == "integrated", report
+
+
+def test_a_stale_coordinator_pull_overwrites_nothing_and_the_next_round_integrates(world):
+    repo, bare = world["repo"], world["bare"]
+    clone, target = joined_and_enrolled(world)
+    ok(repo, "pull")                                   # the coordinator's view: no attempt yet
+    deliver(str(target), {"src/b/out.txt": "b\n"})
+    assert lanes(target, "done")[0] == 0
+    ok(clone, "push")                                  # the attempt is on the server now
+    report = ok(repo, "tick")                          # ticks on its stale copy
+    assert {c["task_id"]: c["state"] for c in report["children"]}["b"] == "enrolled"
+    doc = ok(repo, "push")
+    assert statuses(doc)["refs/notes/lanes/lane/demo/b"] == "remote_ahead"
+    assert len(lane_record(bare)["attempts"]) == 1     # the lane's newer record stayed
+    assert refs(repo)["refs/notes/lanes/lane/demo/b"] != refs(bare)["refs/notes/lanes/lane/demo/b"]
+    ok(repo, "pull")
+    report = ok(repo, "tick")
+    assert {c["task_id"]: c["state"] for c in report["children"]}["b"] == "integrated", report
+
+
+def test_a_lease_failure_re_pulls_and_retries_then_gives_up_as_remote_moved(world, monkeypatch):
+    """Another process of the coordinator's repository pushes a newer state between this push's fetch
+    and its push: the lease fails, the push re-pulls and retries, and nothing is lost. A server that
+    keeps refusing ends, after 5 tries, in remote_moved with nothing pushed (the push is atomic)."""
+    from git_lanes.errors import LanesError
+    from git_lanes.remote import claims, replicate
+    from git_lanes.session import Session
+
+    repo, bare = world["repo"], world["bare"]
+    ok(repo, "push")
+    finish(repo, "b")
+    real_push, real_pull = replicate.push_atomic, claims.pull
+    pulls: list[int] = []
+    fired: list[int] = []
+
+    def another_coordinator_push(git_, url, sends):
+        if not fired:
+            fired.append(1)
+            ok(repo, "release", "b")                                     # a newer state write...
+            subprocess.run(["git", "lanes", "push"], cwd=repo, check=True, capture_output=True)   # ...pushed first
+        return real_push(git_, url, sends)
+
+    def counting_pull(*args, **kw):
+        pulls.append(1)
+        return real_pull(*args, **kw)
+
+    monkeypatch.setattr(replicate, "push_atomic", another_coordinator_push)
+    monkeypatch.setattr(claims, "pull", counting_pull)
+    doc = claims.sync_push(Session(cwd=str(repo)), "origin")
+    assert fired and pulls == [1]                      # the lease failed once: re-pulled, retried
+    assert not [r for r in doc["refs"] if r["status"] in ("rejected", "remote_moved")]
+    assert refs(bare)["refs/notes/lanes/batch/demo"] == refs(repo)["refs/notes/lanes/batch/demo"]
+    assert {c["task_id"]: c["state"] for c in ok(repo, "status", "demo")["children"]}["b"] == "released"
+
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'no pushes today' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    ok(repo, "release", "a")                           # something to push
+    before = refs(bare)
+    pulls.clear()
+    with pytest.raises(LanesError) as failed:
+        claims.sync_push(Session(cwd=str(repo)), "origin")
+    assert failed.value.code == "remote_moved" and len(pulls) == 5
+    assert refs(bare) == before

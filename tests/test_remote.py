@@ -268,23 +268,36 @@ def test_a_joined_lane_is_claimed_admitted_observed_integrated_and_released_from
     hand = next(h for h in report["handoffs"] if h["task_id"] == "b")
     assert hand["role"] == "executor" and hand["lane_path"] is None and hand["remote"]["clone_id"] == clone_id
     ok(repo, "push")
-    # the executor works once a pull shows it enrolled
+    # the executor works once a pull shows it enrolled; its commit travels with the lane record
     ok(clone, "pull")
+    git(target, "add", "-A")
+    git(target, "commit", "-q", "-m", "executor work on b")
+    executor_commit = git(target, "rev-parse", "HEAD").strip()
     code, out, err = lanes(target, "done")
     assert code == 0, err
-    assert statuses(ok(clone, "push"))["refs/notes/lanes/lane/demo/b"] == "pushed"
+    record_tip = git(clone, "rev-parse", "refs/notes/lanes/lane/demo/b").strip()
+    assert executor_commit in git(clone, "log", "--format=%P", "-1", record_tip).split()
+    doc = ok(clone, "push")
+    assert statuses(doc)["refs/notes/lanes/lane/demo/b"] == "pushed"
+    assert statuses(doc)["refs/heads/imm-lane/demo/b"] == "pushed"
     ok(repo, "pull")
     report = ok(repo, "tick")
     child = next(c for c in report["children"] if c["task_id"] == "b")
     assert child["state"] == "integrated", report
     lane_commit = child["lane"]["lane_commit"]
+    assert child["lane"]["executor_commits"] == [executor_commit]
+    assert git(repo, "log", "-1", "--format=%an", lane_commit).strip() == "Ada Author"
     assert refs(repo)["refs/heads/imm-lane/demo/b"] == lane_commit
-    ok(repo, "push")
+    doc = ok(repo, "push")
+    item = next(r for r in doc["refs"] if r["ref"] == "refs/heads/imm-lane/demo/b")
+    assert item["status"] == "pushed" and item["rewound"] is True and item["remote"] == executor_commit
     assert refs(bare)["refs/heads/imm-lane/demo/b"] == lane_commit
+    # the clone pushes before it pulls: its executor tip was replaced by the lane commit, not diverged
+    assert statuses(ok(clone, "push"))["refs/heads/imm-lane/demo/b"] == "remote_ahead"
     # pull moves the checked-out lane branch to the lane commit (its delivery is that tree) and refreshes the index
     doc = ok(clone, "pull")
     item = next(r for r in doc["refs"] if r["ref"] == "refs/heads/imm-lane/demo/b")
-    assert item["status"] == "pulled" and item["remote"] == lane_commit
+    assert item["status"] == "pulled" and item["remote"] == lane_commit and item["rewound"] is True
     assert git(target, "rev-parse", "HEAD").strip() == lane_commit
     assert git(target, "status", "--porcelain", "--untracked-files=all") == ""
     # the release handoff names the remote lane; release happens in its clone
@@ -499,3 +512,81 @@ def test_a_lease_failure_re_pulls_and_retries_then_gives_up_as_remote_moved(worl
         claims.sync_push(Session(cwd=str(repo)), "origin")
     assert failed.value.code == "remote_moved" and len(pulls) == 5
     assert refs(bare) == before
+
+
+def test_a_claim_whose_branch_moved_before_admission_is_refused_on_refs(world):
+    """§6.1's rules on refs: a claim whose lane branch is not a batch-branch commit is refused with the same
+    code, reported with its remote locator, and the child stays pending."""
+    repo = world["repo"]
+    ok(repo, "push")
+    clone = clone_of(world)
+    target = world["tmp"] / "early"
+    doc = ok(clone, "join", "demo", "b", "--path", str(target))
+    deliver(str(target), {"src/b/out.txt": "b\n"})
+    git(target, "add", "-A")
+    git(target, "commit", "-q", "-m", "too early")
+    ok(clone, "push")
+    ok(repo, "pull")
+    report = ok(repo, "tick")
+    assert {c["task_id"]: c["state"] for c in report["children"]}["b"] == "pending"
+    assert report["lane_refusals"] == [{"task_id": "b", "path": None, "remote": {
+        "clone_id": doc["claim"]["clone_id"], "host": doc["claim"]["host"]}, "reason": "batch_lane_base_mismatch"}]
+
+
+def test_heartbeat_silence_counts_a_future_heartbeat_as_now():
+    from git_lanes.lanehost import silence
+    from git_lanes.model import Claim
+
+    claim = Claim(at="2026-01-01T00:00:00.000Z", clone_id="c1", host="h", run_id="r",
+                  heartbeat_at="2026-01-01T00:09:00.000Z")
+    assert silence(claim, "2026-01-01T00:19:00.000Z", 600) is None
+    assert silence(claim, "2026-01-01T00:19:00.001Z", 600) == "no heartbeat from c1 since 2026-01-01T00:09:00.000Z"
+    assert silence(claim, "2025-12-31T23:00:00.000Z", 600) is None          # in the coordinator's future
+    old = claim.model_copy(update={"heartbeat_at": None})
+    assert silence(old, "2026-01-01T00:10:00.001Z", 600) == "no heartbeat from c1 since 2026-01-01T00:00:00.000Z"
+
+
+def test_heartbeats_keep_a_remote_lane_and_their_absence_parks_it_lost(world):
+    import time
+
+    from git_lanes.laneside import heartbeat
+    from git_lanes.session import Session
+
+    repo = world["repo"]
+    clone, target = joined_and_enrolled(world)
+    run_id = lane_record(clone)["run_id"]
+    clone_id = git(clone, "config", "lanes.cloneId").strip()
+    git(repo, "config", "lanes.remoteTimeout", "1")
+    time.sleep(1.2)
+    assert heartbeat(Session(cwd=str(clone)), "demo", "b", run_id) is True
+    beat = lane_record(clone)["claim"]["heartbeat_at"]
+    ok(clone, "push")
+    ok(repo, "pull")
+    assert {c["task_id"]: c["state"] for c in ok(repo, "tick")["children"]}["b"] == "enrolled"
+    time.sleep(1.2)
+    ok(repo, "pull")
+    child = next(c for c in ok(repo, "tick")["children"] if c["task_id"] == "b")
+    assert child["state"] == "needs_human"
+    assert child["reason"] == f"batch_lane_lost: no heartbeat from {clone_id} since {beat}"
+
+
+def test_work_once_runs_an_admitted_lane_and_pushes_its_done(world, tmp_path):
+    """`work --once`: one round in the clone (the admitted lane's session, done, push); then the
+    coordinator integrates it."""
+    import sys
+
+    repo, bare = world["repo"], world["bare"]
+    clone, target = joined_and_enrolled(world)
+    script = tmp_path / "exec.py"
+    script.write_text("import os, pathlib\n"
+                      "p = pathlib.Path('src', os.environ['GIT_LANES_TASK'], 'out.txt')\n"
+                      "p.parent.mkdir(parents=True, exist_ok=True)\np.write_text('done\\n')\n")
+    code, out, err = lanes(clone, "work", "demo", "--remote", "origin", "--executor", f"{sys.executable} {script}",
+                           "--once")
+    assert code == 0, out + err
+    assert "b: session 1 started" in out and "done: passed" in out
+    assert len(lane_record(bare)["attempts"]) == 1
+    ok(repo, "pull")
+    assert {c["task_id"]: c["state"] for c in ok(repo, "tick")["children"]}["b"] == "integrated"
+    code, out, err = lanes(repo, "run", "demo", "--remote", "nowhere", "--yes")
+    assert code == 2 and "no remote named 'nowhere'" in err

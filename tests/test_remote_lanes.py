@@ -79,7 +79,8 @@ def test_a_machine_killed_mid_task_is_parked_lost_restarted_and_finished_by_the_
     finishes a and b. Nothing east wrote is lost: its lane record stays in the history of a's record."""
     world = World(tmp_path, tasks=[{"id": "a"}, {"id": "b", "blocked_by": ["a"]}])
     try:
-        east, west = world.clone("east"), world.clone("west")
+        east = world.clone("east")
+        world.clone("west")
         git(world.coord, "config", "lanes.remoteTimeout", "3")
         git(east, "config", "lanes.remoteTimeout", "3")
         coord = world.coordinate("--max-parallel", "2")

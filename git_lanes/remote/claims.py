@@ -131,12 +131,14 @@ def wants_session(s: Session, rec, child) -> bool:
 # -- join --------------------------------------------------------------------------------------------------------
 
 def join(s: Session, slug: str | None, task_id: str, path: str | None = None, remote: str = "origin",
-         attempts: int = ATTEMPTS) -> dict[str, Any]:
-    """Claim, in this clone, the lane a provision handoff of the pulled batch record names."""
+         attempts: int = ATTEMPTS, pulled: bool = False) -> dict[str, Any]:
+    """Claim, in this clone, the lane a provision handoff of the pulled batch record names (`pulled`: the
+    caller has just pulled; a lost race pulls again all the same)."""
     check_id(task_id, "task id")
     resolve_remote(s.git, remote)
-    for _ in range(attempts):
-        pull(s, remote)
+    for attempt in range(attempts):
+        if attempt or not pulled:
+            pull(s, remote)
         slug = s.choose_slug(slug)
         done = _join_once(s, slug, task_id, path, remote)
         if done is not None:
@@ -269,9 +271,11 @@ def _doc(s: Session, rec, slug: str, task_id: str, target: str, claim: Claim, ag
 
 # -- releasing a lane of this clone ----------------------------------------------------------------------------
 
-def release(s: Session, slug: str, task_id: str, keep_branch: bool = False, remote: str = "origin") -> dict[str, Any]:
+def release(s: Session, slug: str, task_id: str, keep_branch: bool = False,
+            remote: str | None = "origin") -> dict[str, Any]:
     """`git lanes release <task>`: a lane of this clone (SPEC §14) is removed here, its record gets a last
-    revision with `released {at}` and is pushed; any other lane goes to the built-in steward."""
+    revision with `released {at}` and is pushed (unless `remote` is None: the caller pushes); any other
+    lane goes to the built-in steward."""
     from .. import steward
     from ..tick import status_report
     from ..workspace import remove_lane
@@ -299,9 +303,10 @@ def release(s: Session, slug: str, task_id: str, keep_branch: bool = False, remo
     write_lane_record(s, slug, task_id, lane.run_id,
                       lambda r: None if r.released else r.model_copy(update={"released": Released(at=at)}),
                       f"release {task_id}")
-    pushed, message = True, None
+    pushed, message = remote is not None, None
     try:
-        sync_push(s, remote, only={lane_record_ref(slug, task_id)}.__contains__)
+        if remote is not None:
+            sync_push(s, remote, only={lane_record_ref(slug, task_id)}.__contains__)
     except LanesError as exc:   # written here; the next push sends it
         pushed, message = False, exc.message
     item = {"task_id": task_id, "path": where or None, "branch_kept": keep_branch, "pushed": pushed}

@@ -97,11 +97,14 @@ class Coordinator:
         self.push()
         ended_at: float | None = None
         while not self.interrupted.is_set():
+            busy = False
             if self.pull():
+                before = self.cs.batches.ref(self.slug), self.cs.git.refs.resolve(self.cs.batches.ref(self.slug))
                 report = self.tick()
                 state = report["batch_state"]
                 if state == "running":
                     report = self.correct(report)
+                busy = self.cs.git.refs.resolve(before[0]) != before[1]   # it wrote: news came, more may have
                 self.push()
                 state = self.driver.report["batch_state"]
                 if state == "needs_human":
@@ -110,7 +113,8 @@ class Coordinator:
                     ended_at = ended_at or time.monotonic()
                     if not self.awaiting_release(ended_at):
                         return
-            self.interrupted.wait(self.interval)
+            if not busy:
+                self.interrupted.wait(self.interval)
 
     def tick(self) -> dict[str, Any]:
         report = self.driver.tick(Request(actor="run"))

@@ -145,13 +145,14 @@ class Worker:
                 continue
             self.report = self._status()
             self.note(self.report)
-            self.release_done()
             state = rec.batch_state
             if state in TERMINAL or state == "needs_human":
+                self.release_done()
                 return
             self.forget(rec)
             self.start_sessions(rec)
-            self.join_more()
+            self.join_more()          # before releases: a join is on the batch's critical path, a release is not
+            self.release_done()
             self.beat(force=False)
             if self.once:
                 self.wait_all()
@@ -221,6 +222,8 @@ class Worker:
     # -- what to do with the lanes held --------------------------------------------------------------------
 
     def release_done(self) -> None:
+        """Release the lanes the release handoffs name for this clone; one push for all of them."""
+        released = 0
         for h in self.report.get("handoffs", []):
             if h.get("action") != "release" or (h.get("remote") or {}).get("clone_id") != self.clone:
                 continue
@@ -228,13 +231,15 @@ class Worker:
             if task in self.active():
                 continue
             try:
-                release(self.s, self.slug, task, remote=self.remote)
+                release(self.s, self.slug, task, remote=None)
             except LanesError as exc:
                 self.event(f"{task}: lane not released: {exc.message}")
                 continue
-            self.pushes += 1
+            released += 1
             self.held.pop(task, None)
             self.event(f"{task}: lane released")
+        if released:
+            self.push()
 
     def forget(self, rec) -> None:
         """Lanes that are no longer this clone's to work (parked, restarted, taken elsewhere)."""
@@ -290,14 +295,13 @@ class Worker:
                 self.skip[task] -= 1
                 continue
             try:
-                doc = join(self.s, self.slug, task, remote=self.remote, attempts=1)
+                doc = join(self.s, self.slug, task, remote=self.remote, attempts=1, pulled=True)
             except LanesError as exc:
                 if exc.code != "batch_lane_claimed":
                     self.skip[task] = JOIN_BACKOFF
                 self.event(f"{task}: not joined: {exc.message}")
                 continue
             self.pushes += 1
-            self.pulls += 1
             room -= 1
             self.held[task] = Held(task, doc["claim"]["run_id"], doc["lane_path"])
             self.last_beat = time.monotonic()

@@ -61,25 +61,44 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@contextlib.contextmanager
-def git_daemon(base: Path):
-    """`git daemon` serving `base` (push enabled) on a free 127.0.0.1 port; yields the URL prefix."""
-    port = free_port()
-    proc = subprocess.Popen(["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}",
-                             f"--base-path={base}", "--export-all", "--enable=receive-pack", "--informative-errors",
-                             str(base)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+class GitDaemon:
+    """`git daemon` serving `base` (push enabled) on a free 127.0.0.1 port; stop() and start() again
+    make the server unreachable for a while (same port)."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.port = free_port()
+        self.url = f"git://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={self.port}",
+                                      f"--base-path={self.base}", "--export-all", "--enable=receive-pack",
+                                      "--informative-errors", str(self.base)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 20
         while True:
             with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert proc.poll() is None and time.monotonic() < deadline, "git daemon did not start"
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            assert self.proc.poll() is None and time.monotonic() < deadline, "git daemon did not start"
             time.sleep(0.05)
-        yield f"git://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def git_daemon(base: Path):
+    """A running GitDaemon for the duration of the block."""
+    daemon = GitDaemon(base)
+    daemon.start()
+    try:
+        yield daemon
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        daemon.stop()
 
 
 class World:
@@ -189,6 +208,11 @@ class World:
         out = git(self.coord, "log", "--reverse", "--format=%(trailers:key=Lanes-Task,valueonly)%x00",
                   f"main..imm/{self.slug}")
         return [t.strip() for t in out.split("\0") if t.strip()]
+
+    def landed_count(self) -> int:
+        proc = subprocess.run(["git", "rev-list", "--count", f"main..imm/{self.slug}"], cwd=self.coord,
+                              capture_output=True, text=True)
+        return int(proc.stdout.strip()) if proc.returncode == 0 else 0
 
     def traced(self) -> list[tuple[str, str, str]]:
         if not self.trace.exists():

@@ -15,13 +15,19 @@ from conftest import git
 from remote_world import TASKS, World, git_daemon
 
 
-def run_batch(world: World, *coordinator: str, env: dict[str, str] | None = None) -> dict:
+def run_batch(world: World, *coordinator: str, env: dict[str, str] | None = None, during=None,
+              timeout: str | None = None) -> dict:
     """6 tasks (a -> b -> c, and d, e, f) through run --remote and two work loops; checked to the end."""
     world.clone("east")
     world.clone("west")
+    for where in (world.coord, *world.clones.values()):
+        if timeout:
+            git(where, "config", "lanes.remoteTimeout", timeout)
     coord = world.coordinate("--max-parallel", "3", *coordinator)
     east = world.work("east", "--jobs", "2", env=env)
     west = world.work("west", "--jobs", "2", env=env)
+    if during is not None:
+        during()
     code, out = world.finish(coord)
     assert code == 0, world.logs()
     for proc in (east, west):
@@ -55,16 +61,27 @@ def test_a_batch_over_file_transport_completes_with_two_executor_machines(tmp_pa
         world.stop_all()
 
 
-def test_a_batch_over_git_daemon_completes_with_two_executor_machines(tmp_path):
-    with git_daemon(tmp_path) as base:
-        world = World(tmp_path, url_base=base)
+def test_a_batch_over_git_daemon_completes_with_two_executor_machines_and_a_server_outage(tmp_path):
+    """The server goes away for a while after the first integration: every loop says so and goes on."""
+    with git_daemon(tmp_path) as daemon:
+        world = World(tmp_path, url_base=daemon.url)
+
+        def outage() -> None:
+            wait_for(lambda: world.landed_count() > 0, world, what="a first integration")
+            daemon.stop()
+            time.sleep(2.5)
+            daemon.start()
+
         try:
-            run_batch(world)
+            run_batch(world, during=outage, timeout="9")
+            logs = world.logs()
+            assert "origin: fatal: " in logs or "retrying every" in logs, logs
+            assert "reachable again; the next tick in" in logs
         finally:
             world.stop_all()
 
 
-def wait_for(predicate, world: World, timeout: float = 60, what: str = "") -> None:
+def wait_for(predicate, world: World, timeout: float = 90, what: str = "") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:

@@ -34,6 +34,13 @@ from .replicate import pull, push, resolve_remote
 ATTEMPTS = 5   # a lease failure re-pulls and retries this many times before `remote_moved`
 
 
+def failure_text(exc: LanesError) -> str:
+    """One line for a failed pull or push: Git's own words when Git failed (the server is unreachable...)."""
+    stderr = getattr(exc, "stderr", "") or ""
+    words = " ".join(line.strip() for line in stderr.splitlines() if line.strip())
+    return (words or exc.message.splitlines()[0])[:300]
+
+
 # -- pushing and pulling with the one-writer rule ------------------------------------------------------------
 
 def sync_push(s: Session, remote: str, only: Callable[[str], bool] | None = None,

@@ -5,7 +5,8 @@ local executors (SPEC §14 v3).
     push       the record, so executor machines see the provision handoffs
     then, until the batch is terminal or needs a human:
       pull     lane branches and lane records (claims, attempts, heartbeats, releases); a failed
-               pull skips the tick: heartbeats that could not be fetched never park a lane
+               pull skips the tick, and after a pull failed the next tick waits lanes.remoteTimeout/3
+               more: heartbeats that could not travel never park a lane
       tick     admits claims, observes, corrects (the default correction, through the inbox),
                lane-commits, integrates, parks lanes whose heartbeat stopped
       push     record, evidence, batch branch, lane commits, deletions of released lanes' branches
@@ -32,7 +33,7 @@ from ..run.prompts import default_correction, failing_checks
 from ..session import Session
 from ..store import CorruptRecord
 from ..tick import Request, status_report
-from .claims import sync_push
+from .claims import failure_text, sync_push
 from .replicate import pull, unsent
 
 
@@ -47,6 +48,8 @@ class Coordinator:
         self.pulls = 0
         self.pushes = 0
         self.unreachable: str | None = None
+        self.pull_failed = False
+        self.hold_until = 0.0                # after an outage: no tick before the lanes could push heartbeats
         self.lanes: dict[str, str] = {}     # task -> clone id of the remote lane it was admitted with
 
     @property
@@ -57,7 +60,7 @@ class Coordinator:
         self.driver.progress.event(text)
 
     def _failed(self, exc: LanesError) -> None:
-        text = exc.message.splitlines()[0]
+        text = failure_text(exc)
         if text != self.unreachable:
             self.event(f"{self.remote}: {text}; retrying every {self.interval:g} s")
         self.unreachable = text
@@ -67,11 +70,18 @@ class Coordinator:
             doc = pull(self.cs, self.remote)
         except LanesError as exc:
             self._failed(exc)
+            self.pull_failed = True
             return False
         self.pulls += 1
-        if self.unreachable:
+        if self.pull_failed:   # the lanes could not push their heartbeats either: give them time to
+            grace = remote_timeout(self.cs.git) / 3 + 2 * self.interval
+            self.hold_until = time.monotonic() + grace
+            self.event(f"{self.remote} reachable again; the next tick in {grace:.0f} s, once the lanes pushed "
+                       "their heartbeats")
+            self.pull_failed = False
+        elif self.unreachable:
             self.event(f"{self.remote} reachable again")
-            self.unreachable = None
+        self.unreachable = None
         for r in doc["refs"]:
             if r["status"] == "remote_moved" and r["ref"].startswith("refs/notes/lanes/batch/"):
                 self.event(f"remote_moved: {r['ref']} diverged on {self.remote}; not overwritten")
@@ -98,7 +108,7 @@ class Coordinator:
         ended_at: float | None = None
         while not self.interrupted.is_set():
             busy = False
-            if self.pull():
+            if self.pull() and time.monotonic() >= self.hold_until:
                 before = self.cs.batches.ref(self.slug), self.cs.git.refs.resolve(self.cs.batches.ref(self.slug))
                 report = self.tick()
                 state = report["batch_state"]

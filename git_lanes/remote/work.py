@@ -38,7 +38,7 @@ from ..run.progress import Progress, Track, child_rows
 from ..run.sessions import Sessions
 from ..session import Session
 from ..store import CorruptRecord
-from .claims import claimed_elsewhere, held_lanes, join, own_refs, release, sync_push, wants_session
+from .claims import claimed_elsewhere, failure_text, held_lanes, join, own_refs, release, sync_push, wants_session
 from .replicate import pull, resolve_remote, unsent
 
 EMPTY_SESSIONS = 2    # sessions in a row without a delivery before the lane gives up (as `run`)
@@ -125,7 +125,7 @@ class Worker:
                 self.event(f"remote_moved: {r['ref']} diverged on {self.remote}; not overwritten")
 
     def _unreachable(self, exc: LanesError) -> None:
-        text = exc.message.splitlines()[0] if exc.message else type(exc).__name__
+        text = failure_text(exc)
         if text != self.unreachable:
             self.event(f"{self.remote}: {text}; retrying every {self.interval:g} s (sessions go on)")
         self.unreachable = text

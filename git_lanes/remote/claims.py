@@ -209,7 +209,12 @@ def _join_once(s: Session, slug: str, task_id: str, path: str | None, remote: st
         s, slug, task_id, run_id, lambda r: r, f"join {task_id}: claimed by {mine}",
         fresh=lambda: LaneRecord(batch_id=rec.batch_id, task_id=task_id, run_id=run_id, claim=new_claim),
         extra_parents=tuple(c for c in (replaced,) if c))
-    if _push_claim(s, remote, branch.ref, handoff["base_head"], lane_record_ref(slug, task_id), commit):
+    try:
+        won = _push_claim(s, remote, branch.ref, handoff["base_head"], lane_record_ref(slug, task_id), commit)
+    except LanesError:   # the server went away: nothing of the claim stays here either
+        _undo(s, slug, task_id, target, branch, commit, record_tip, replaced)
+        raise
+    if won:
         return _doc(s, rec, slug, task_id, target, new_claim)
     _undo(s, slug, task_id, target, branch, commit, record_tip, replaced)
     pull(s, remote)

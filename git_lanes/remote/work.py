@@ -134,7 +134,8 @@ class Worker:
 
     def drive(self) -> None:
         while not self.interrupted.is_set():
-            if not self.pull() and self.slug is None:
+            pulled = self.pull()
+            if not pulled and self.slug is None:
                 self.wait()
                 continue
             rec = self._record()
@@ -151,7 +152,8 @@ class Worker:
                 return
             self.forget(rec)
             self.start_sessions(rec)
-            self.join_more()          # before releases: a join is on the batch's critical path, a release is not
+            if pulled:
+                self.join_more()      # before releases: a join is on the batch's critical path, a release is not
             self.release_done()
             self.beat(force=False)
             if self.once:

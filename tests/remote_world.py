@@ -3,7 +3,8 @@ clones, each with its own Git directory and its own HOME, talking over file:// o
 127.0.0.1. Processes are real (`python -m git_lanes ...`); nothing of Git is mocked.
 
 The executor script writes `src/<task>.txt` ("right <task>") after EXEC_SLEEP seconds and appends
-`start|end <task> <clone> <time>` to EXEC_TRACE; EXEC_FAIL_FIRST=<task> makes its first delivery wrong.
+`start|end <task> <clone> <time>` to EXEC_TRACE; EXEC_FAIL_FIRST=<task> makes its first delivery wrong;
+EXEC_COMMIT=<task> commits half of the work and pushes it (`git lanes push`) before sleeping.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from conftest import git
 from helpers import write_initiative
 
 EXECUTOR = r'''
-import os, pathlib, sys, time
+import os, pathlib, subprocess, sys, time
 
 task = os.environ["GIT_LANES_TASK"]
 prompt = os.environ.get("GIT_LANES_PROMPT", "")
@@ -37,6 +38,13 @@ def trace(word):
 
 
 trace("start")
+if os.environ.get("EXEC_COMMIT") == task:   # commit some work and push it before working on
+    pathlib.Path("src").mkdir(exist_ok=True)
+    pathlib.Path("src", task + ".txt").write_text("half done\n")
+    subprocess.run(["git", "add", "-A"], check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "half of " + task], check=True)
+    subprocess.run([sys.executable, "-m", "git_lanes", "push"], check=True, capture_output=True)   # retries itself
+    trace("pushed")
 time.sleep(float(os.environ.get("EXEC_SLEEP", "0.1")))
 out = pathlib.Path("src") / (task + ".txt")
 out.parent.mkdir(parents=True, exist_ok=True)

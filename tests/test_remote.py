@@ -174,10 +174,13 @@ def test_diverged_refs_are_filtered_out_before_the_atomic_push(world):
         assert got[pushed] == "pushed" and refs(bare)[pushed] == refs(repo)[pushed]
 
 
-def test_a_lease_that_fails_during_the_push_pushes_nothing(world, monkeypatch):
+def test_a_lease_that_fails_during_the_push_pushes_nothing_then_push_pulls_and_retries(world, monkeypatch):
     """The remote moves between the fetch and the push: the lease on that ref fails and, the push
-    being atomic, no other ref is pushed either."""
+    being atomic, no other ref is pushed either. `git lanes push` then pulls and tries again: the
+    moved ref is now seen diverged (reported, never overwritten) and the others go."""
     from git_lanes.gitio import Git
+    from git_lanes.remote import push
+    from git_lanes.session import Session
 
     repo, bare = world["repo"], world["bare"]
     ok(repo, "push")
@@ -192,15 +195,21 @@ def test_a_lease_that_fails_during_the_push_pushes_nothing(world, monkeypatch):
         return real_run(self, *args, **kw)
 
     monkeypatch.setattr(Git, "run", racing_run)
-    code, doc = lanes_json(repo, "push")
-    monkeypatch.undo()
-    assert code == 1
+    doc = push(Session(cwd=str(repo)))                 # one push
     sent = [r for r in doc["refs"] if r["status"] != "up_to_date"]
     assert len(sent) >= 3 and all(r["status"] == "rejected" for r in sent), doc
     assert "stale info" in next(r["message"] for r in sent if r["ref"] == raced)
     after = refs(bare)
-    assert after.pop(raced) != before.pop(raced)
-    assert after == before, "an atomic push with a failed lease pushed something"
+    assert after[raced] != before[raced]
+    assert {k: v for k, v in after.items() if k != raced} == {k: v for k, v in before.items() if k != raced}, \
+        "an atomic push with a failed lease pushed something"
+    git(bare, "update-ref", raced, before[raced])      # as it was: the command's first lease fails again
+    code, doc = lanes_json(repo, "push")               # the command: pull, push again
+    monkeypatch.undo()
+    assert code == 1 and doc["attempts"] == 2
+    assert statuses(doc)[raced] == "remote_moved" and refs(bare)[raced] != refs(repo)[raced]
+    for ref in ("refs/notes/lanes/batch/demo", "refs/heads/imm/demo"):
+        assert statuses(doc)[ref] == "pushed" and refs(bare)[ref] == refs(repo)[ref]
 
 
 def test_push_replaces_a_value_this_repository_wrote_before(world):
@@ -479,7 +488,7 @@ def test_a_lease_failure_re_pulls_and_retries_then_gives_up_as_remote_moved(worl
     repo, bare = world["repo"], world["bare"]
     ok(repo, "push")
     finish(repo, "b")
-    real_push, real_pull = replicate.push_atomic, claims.pull
+    real_push, real_pull = replicate.push_atomic, replicate.pull
     pulls: list[int] = []
     fired: list[int] = []
 
@@ -495,7 +504,7 @@ def test_a_lease_failure_re_pulls_and_retries_then_gives_up_as_remote_moved(worl
         return real_pull(*args, **kw)
 
     monkeypatch.setattr(replicate, "push_atomic", another_coordinator_push)
-    monkeypatch.setattr(claims, "pull", counting_pull)
+    monkeypatch.setattr(replicate, "pull", counting_pull)
     doc = claims.sync_push(Session(cwd=str(repo)), "origin")
     assert fired and pulls == [1]                      # the lease failed once: re-pulled, retried
     assert not [r for r in doc["refs"] if r["status"] in ("rejected", "remote_moved")]
@@ -510,7 +519,7 @@ def test_a_lease_failure_re_pulls_and_retries_then_gives_up_as_remote_moved(worl
     pulls.clear()
     with pytest.raises(LanesError) as failed:
         claims.sync_push(Session(cwd=str(repo)), "origin")
-    assert failed.value.code == "remote_moved" and len(pulls) == 5
+    assert failed.value.code == "remote_moved" and len(pulls) == 4      # five pushes, pulling between them
     assert refs(bare) == before
 
 

@@ -101,10 +101,12 @@ def test_a_machine_killed_mid_task_is_parked_lost_restarted_and_finished_by_the_
         git(world.coord, "config", "lanes.remoteTimeout", "3")
         git(east, "config", "lanes.remoteTimeout", "3")
         coord = world.coordinate("--max-parallel", "2")
-        east_work = world.work("east", env={"EXEC_SLEEP": "120"})
-        wait_for(lambda: ("start", "a", "east") in world.traced(), world, what="east's session of a")
+        east_work = world.work("east", env={"EXEC_SLEEP": "120", "EXEC_COMMIT": "a"})
+        wait_for(lambda: ("pushed", "a", "east") in world.traced(), world, what="east's session of a")
         east_id = git(east, "config", "lanes.cloneId").strip()
         east_record = git(world.server, "rev-parse", "refs/notes/lanes/lane/rl/a").strip()
+        half_done = git(world.server, "rev-parse", "refs/heads/imm-lane/rl/a").strip()
+        assert git(world.server, "log", "-1", "--format=%s", half_done).strip() == "half of a"
         west_work = world.work("west")
         os.killpg(east_work.pid, signal.SIGKILL)           # the machine dies: loop, session, executor
         east_work.wait(timeout=10)
@@ -131,6 +133,8 @@ def test_a_machine_killed_mid_task_is_parked_lost_restarted_and_finished_by_the_
         finished_by = {t: c for w, t, c in world.traced() if w == "end"}
         assert finished_by == {"a": "west", "b": "west"}
         assert git(world.server, "merge-base", "--is-ancestor", east_record, "refs/notes/lanes/lane/rl/a") == ""
+        # east's half-done commit, replaced on the server by west's lane, is kept by the batch record
+        assert git(world.server, "merge-base", "--is-ancestor", half_done, f"refs/notes/lanes/batch/{world.slug}") == ""
         assert world.lanes(None, "audit", "rl").returncode == 0
         assert git(world.server, "for-each-ref", "refs/heads/imm-lane/").strip() == ""
     finally:

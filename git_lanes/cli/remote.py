@@ -16,9 +16,9 @@ REMOTE_HELP = "The remote the batch travels through (a configured remote)."
 @json_option
 def push_cmd(remote, as_json) -> None:
     """Push git-lanes state, batch and lane branches to REMOTE (atomic, with leases)."""
-    from ..remote import push
+    from ..remote import push_retrying
 
-    render.replication(push(session(), remote), "pushed", as_json)
+    render.replication(push_retrying(session(), remote), "pushed", as_json)
 
 
 @cli.command("pull")

@@ -10,6 +10,6 @@ The coordinator admits and observes a lane of another clone from refs alone, thr
 `lanehost.RemoteLanes`; the lane side of such a lane is `laneside` as for any lane.
 """
 
-from .replicate import NEGATIVE, PULL_STATUSES, PUSH_STATUSES, pull, push
+from .replicate import NEGATIVE, PULL_STATUSES, PUSH_STATUSES, pull, push, push_retrying
 
-__all__ = ["NEGATIVE", "PULL_STATUSES", "PUSH_STATUSES", "pull", "push"]
+__all__ = ["NEGATIVE", "PULL_STATUSES", "PUSH_STATUSES", "pull", "push", "push_retrying"]

@@ -29,9 +29,7 @@ from ..laneside import write_lane_record
 from ..model import Claim, LaneRecord, Released
 from ..session import Session
 from ..store import CorruptRecord, lane_lock
-from .replicate import pull, push, resolve_remote
-
-ATTEMPTS = 5   # a lease failure re-pulls and retries this many times before `remote_moved`
+from .replicate import ATTEMPTS, pull, push_retrying, resolve_remote
 
 
 def failure_text(exc: LanesError) -> str:
@@ -45,16 +43,14 @@ def failure_text(exc: LanesError) -> str:
 
 def sync_push(s: Session, remote: str, only: Callable[[str], bool] | None = None,
               attempts: int = ATTEMPTS) -> dict[str, Any]:
-    """`push`; a lease that failed (the remote moved between our fetch and our push) re-pulls and
-    retries, at most `attempts` times, then `remote_moved`. Diverged refs are in the document."""
-    for _ in range(attempts):
-        doc = push(s, remote, only)
-        rejected = [r["ref"] for r in doc["refs"] if r["status"] == "rejected"]
-        if not rejected:
-            return doc
-        pull(s, remote)
-    raise refused("remote_moved", f"the push to {remote} kept failing its leases ({', '.join(rejected)}) after "
-                                  f"{attempts} re-pulls; nothing was overwritten")
+    """`push_retrying`, and `remote_moved` when the last try was still refused. Diverged refs are in
+    the document."""
+    doc = push_retrying(s, remote, only, attempts)
+    rejected = [r["ref"] for r in doc["refs"] if r["status"] == "rejected"]
+    if rejected:
+        raise refused("remote_moved", f"the push to {remote} kept failing ({', '.join(rejected)}) after {attempts} "
+                                      "tries, pulling again between them; nothing was overwritten")
+    return doc
 
 
 def own_refs(s: Session, slug: str) -> set[str]:

@@ -32,23 +32,29 @@ remote value:
                      ours is its base or a recorded executor commit (the coordinator replaced it);
   - `remote_moved`   diverged (someone else wrote it): not sent, never forced;
   - `released`       a lane branch absent there whose child is released: never sent back;
+  - `replaced`       a copy of a lane branch another clone writes now (a restarted lane joined
+                     again), its value kept reachable by the fetched records: never sent back;
   - `deleted`        (the coordinator only) the branch of a released remote lane, still at its
                      lane commit: deleted there (with a lease on that value) and here;
   - `rejected`       Git or the remote refused it (`message` quotes Git's summary).
 Everything sendable goes in ONE `git push --atomic --porcelain` carrying an explicit
 `--force-with-lease=<ref>:<fetched value>` for every ref (an empty value: the ref must not
 exist there), so a remote that moved between the fetch and the push fails the lease and,
-the push being atomic, nothing at all is pushed (every ref is reported `rejected`). Diverged
+the push being atomic, nothing at all is pushed (every ref is reported `rejected`); then push
+pulls and tries again, at most 5 pushes in all (`"attempts"` in the document). Diverged
 refs are filtered out before the push, so they never sink the refs that can go. Apart from
 `deleted`, push never deletes a remote ref. After a successful push the tracking refs take
 the pushed values.
 
 pull [REMOTE], per fetched remote ref, against the local ref:
   - `up_to_date`     equal;
-  - `pulled`         absent here, or an ancestor of the remote's: fast-forwarded; also a lane
-                     branch (not checked out here) whose local value the fetched batch or lane
-                     record keeps reachable: replaced (`"rewound": true`): the coordinator's lane
-                     commit, or a restarted lane joined again elsewhere;
+  - `pulled`         absent here, or an ancestor of the remote's: fast-forwarded; also a copy of a
+                     lane branch this clone does not write (not checked out here) whose value the
+                     fetched batch or lane record keeps reachable: replaced by its writer's value
+                     (`"rewound": true`): the coordinator's lane commit, a restarted lane joined
+                     again elsewhere. This clone writes a lane branch as the coordinator of a
+                     lane that lives here or has its lane commit, or as the holder of its live
+                     claim until the lane commit;
   - `local_ahead`    the remote's is an ancestor of ours: nothing to do (push it);
   - `remote_moved`   diverged: neither merged nor overwritten;
   - `checked_out`    a branch that would move but is checked out in a worktree here: never
@@ -88,11 +94,13 @@ PUSH_STATUSES: dict[str, str] = {
                     "(pull it)",
     "remote_moved": "diverged: someone else wrote the remote's value; not sent, never forced",
     "released": "the lane branch of a released child is not sent back",
+    "replaced": "a copy of a lane branch another clone writes now (the records keep it); never sent (pull it)",
     "deleted": "the coordinator deleted the branch of a released remote lane (there and here)",
     "rejected": "Git or the remote refused the atomic push (a lease failed, a hook, a permission)",
 }
 PULL_STATUSES: dict[str, str] = {
-    "pulled": "created, fast-forwarded, or a lane branch replaced by a value the records keep its old one behind",
+    "pulled": "created, fast-forwarded, or a copy of a lane branch replaced by its writer's value (the records "
+              "keep the old one reachable)",
     "up_to_date": "the local ref holds the remote's value",
     "local_ahead": "the local value descends from the remote's; nothing to do (push it)",
     "remote_moved": "diverged: neither merged nor overwritten",
@@ -100,6 +108,7 @@ PULL_STATUSES: dict[str, str] = {
     "released": "the lane branch of a released child is not recreated",
 }
 NEGATIVE = frozenset({"remote_moved", "rejected"})   # statuses that make the command exit 1
+ATTEMPTS = 5   # pushes a lease failure retries (pulling again between them) before it stays `rejected`
 
 
 # -- the remote and its tracking namespace ---------------------------------------------------------
@@ -230,17 +239,39 @@ class Records:
                 return True
         return False
 
+    def coordinates(self, rec: "BatchRecord") -> bool:
+        wt = self.s.worktree_at(rec.coordinator)
+        return wt is not None and wt.branch == BatchBranch(rec.slug).ref
+
     def coordinated(self) -> list["BatchRecord"]:
         """Local records of the batches whose coordinator worktree is in this repository."""
-        found = []
-        for slug in self.s.batches.slugs():
-            rec = self.record(slug, False)
-            if rec is None:
-                continue
-            wt = self.s.worktree_at(rec.coordinator)
-            if wt is not None and wt.branch == BatchBranch(slug).ref:
-                found.append(rec)
-        return found
+        records = (self.record(slug, False) for slug in self.s.batches.slugs())
+        return [rec for rec in records if rec is not None and self.coordinates(rec)]
+
+    def writes(self, ref: str) -> bool:
+        """This clone writes the lane branch `ref`: as the coordinator, of a lane that lives here or has
+        its lane commit; else as the holder of the lane's live claim, until the lane commit."""
+        from ..lanehost import clone_id, live_claim
+
+        lane = LaneBranch.of_ref(ref)
+        rec = self.record(lane.slug, False) if lane else None
+        child = rec.child(lane.task) if rec is not None else None
+        if child is None:
+            return True   # no record knows it: the plain rules apply
+        committed = self.lane_commit_of(ref) is not None
+        if self.coordinates(rec):
+            return child.lane is not None and (child.lane.path is not None or committed)
+        try:
+            lrec, _ = self.s.lanes.read(lane.slug, lane.task)
+        except (LanesError, ValueError):
+            return False
+        claim = live_claim(rec, lane.task, lrec)
+        return claim is not None and claim.clone_id == clone_id(self.s.git) and not committed
+
+    def replaced_elsewhere(self, ref: str, ours: str) -> bool:
+        """A copy of a lane branch that another clone writes now (a restarted lane joined again), its value
+        kept reachable by the fetched records: pull replaces it, push never sends it back."""
+        return ours != self.lane_commit_of(ref) and not self.writes(ref) and self.keep_reachable(ref, ours)
 
 
 # -- push -------------------------------------------------------------------------------------------
@@ -274,10 +305,12 @@ def push(s: Session, remote: str = "origin", only: Callable[[str], bool] | None 
         relation = _relation(git, ours, theirs)
         if relation == "ahead" and theirs is None and records.released(ref):
             item = _item(ref, "released", ours, theirs)
-        elif relation == "diverged" and git.refs.held_before(ref, theirs):
-            item = _item(ref, "pushed", ours, theirs, rewound=True)
         elif relation == "diverged" and records.replaced_by_lane_commit(ref, ours, theirs):
             item = _item(ref, "remote_ahead", ours, theirs)
+        elif relation in ("ahead", "diverged") and theirs is not None and records.replaced_elsewhere(ref, ours):
+            item = _item(ref, "replaced", ours, theirs)
+        elif relation == "diverged" and git.refs.held_before(ref, theirs):
+            item = _item(ref, "pushed", ours, theirs, rewound=True)
         else:
             status = {"same": "up_to_date", "ahead": "pushed", "behind": "remote_ahead"}.get(relation, "remote_moved")
             item = _item(ref, status, ours, theirs)
@@ -294,6 +327,19 @@ def push(s: Session, remote: str = "origin", only: Callable[[str], bool] | None 
             pass   # moved meanwhile: the next push looks again
     items.sort(key=lambda i: i["ref"])
     return {"remote": remote, "refs": items}
+
+
+def push_retrying(s: Session, remote: str = "origin", only: Callable[[str], bool] | None = None,
+                  attempts: int = ATTEMPTS) -> dict[str, Any]:
+    """`push`; when a lease failed (the remote moved between our fetch and our push) pull and push
+    again, at most `attempts` pushes in all; the last push's document, with `attempts`."""
+    for attempt in range(1, attempts + 1):
+        doc = push(s, remote, only)
+        if attempt == attempts or not any(r["status"] == "rejected" for r in doc["refs"]):
+            doc["attempts"] = attempt
+            return doc
+        pull(s, remote)
+    raise AssertionError("unreachable")
 
 
 def _deletions(records: Records, local: dict[str, str], theirs_all: dict[str, str],
@@ -375,18 +421,18 @@ def pull(s: Session, remote: str = "origin", attempts: int = 5) -> dict[str, Any
 def _classify_pull(s: Session, records: Records, ref: str, ours: str | None, theirs: str,
                    worktree: str | None) -> dict[str, Any]:
     relation = _relation(s.git, ours, theirs)
-    if relation in ("same", "ahead"):
-        return _item(ref, "up_to_date" if relation == "same" else "local_ahead", ours, theirs)
+    if relation == "same":
+        return _item(ref, "up_to_date", ours, theirs)
+    replaced = worktree is None and ours is not None and relation != "behind" and records.replaced_elsewhere(ref, ours)
+    if relation == "ahead":
+        return _item(ref, "pulled", ours, theirs, rewound=True) if replaced else _item(ref, "local_ahead", ours, theirs)
     rewound = {"rewound": True} if relation == "diverged" else {}
     if worktree is not None:
         if _lane_commit_arrives(s, records, ref, theirs, worktree):
             return _item(ref, "pulled", ours, theirs, refresh=True, **rewound)
         return _item(ref, "checked_out" if relation == "behind" else "remote_moved", ours, theirs)
     if relation == "diverged":
-        # never undo the coordinator's own lane commit; anything else a record keeps reachable may go
-        if ours is not None and ours != records.lane_commit_of(ref) and records.keep_reachable(ref, ours):
-            return _item(ref, "pulled", ours, theirs, **rewound)
-        return _item(ref, "remote_moved", ours, theirs)
+        return _item(ref, "pulled", ours, theirs, **rewound) if replaced else _item(ref, "remote_moved", ours, theirs)
     if ours is None and records.released(ref):
         return _item(ref, "released", ours, theirs)
     return _item(ref, "pulled", ours, theirs)

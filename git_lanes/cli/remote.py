@@ -32,8 +32,8 @@ def pull_cmd(remote, as_json) -> None:
 
 
 @cli.command("join")
-@click.argument("first", metavar="[SLUG]", shell_complete=complete_slugs)
-@click.argument("task", required=False, shell_complete=complete_tasks)
+@click.argument("first", metavar="[<slug>]", shell_complete=complete_slugs)
+@click.argument("task", required=False, metavar="<task>", shell_complete=complete_tasks)
 @click.option("--remote", default="origin", show_default=True, help=REMOTE_HELP)
 @path_option
 @json_option

@@ -47,7 +47,7 @@ def release_cmd(task, slug, keep_branch, stale, remote, as_json) -> None:
         render.emit_json(doc)
         return
     for item in doc.get("released", []):
-        render.say(f"released {item['task_id']} ({item['path']})")
+        render.say(f"released {item['task_id']} ({item['path'] or 'no worktree here'})")
     for item in doc.get("skipped", []):
         render.say(f"kept {item['task_id']}: {item['reason']}")
 

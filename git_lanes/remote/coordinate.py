@@ -109,12 +109,13 @@ class Coordinator:
         while not self.interrupted.is_set():
             busy = False
             if self.pull() and time.monotonic() >= self.hold_until:
-                before = self.cs.batches.ref(self.slug), self.cs.git.refs.resolve(self.cs.batches.ref(self.slug))
+                record_ref = self.cs.batches.ref(self.slug)
+                before = self.cs.git.refs.resolve(record_ref)
                 report = self.tick()
                 state = report["batch_state"]
                 if state == "running":
                     report = self.correct(report)
-                busy = self.cs.git.refs.resolve(before[0]) != before[1]   # it wrote: news came, more may have
+                busy = self.cs.git.refs.resolve(record_ref) != before   # it wrote: news came, more may have
                 self.push()
                 state = self.driver.report["batch_state"]
                 if state == "needs_human":

@@ -75,7 +75,6 @@ class Worker:
     interrupted: threading.Event = field(default_factory=threading.Event)
     skip: dict[str, int] = field(default_factory=dict)
     unreachable: str | None = None
-    stop_reason: str | None = None
 
     def __post_init__(self) -> None:
         self.git = self.s.git
@@ -250,7 +249,8 @@ class Worker:
             if child is None:
                 self.held.pop(task)
                 continue
-            if child.lane is not None and child.lane.run_id == held.run_id and child.state != "needs_human":
+            if child.lane is not None and child.lane.run_id == held.run_id and \
+                    child.state not in ("needs_human", "released"):
                 continue
             if child.state == "pending":
                 try:
@@ -305,8 +305,7 @@ class Worker:
                 continue
             self.pushes += 1
             room -= 1
-            self.held[task] = Held(task, doc["claim"]["run_id"], doc["lane_path"])
-            self.last_beat = time.monotonic()
+            self.held[task] = Held(task, doc["claim"]["run_id"], doc["lane_path"])   # the claim is its first beat
             self.event(f"{task}: joined, lane {doc['lane_path']} (waits for the coordinator to admit it)")
 
     def beat(self, force: bool) -> None:

@@ -8,7 +8,8 @@ local executors (SPEC §14 v3).
                pull skips the tick, and after a pull failed the next tick waits lanes.remoteTimeout/3
                more: heartbeats that could not travel never park a lane
       tick     admits claims, observes, corrects (the default correction, through the inbox),
-               lane-commits, integrates, parks lanes whose heartbeat stopped
+               lane-commits, integrates, parks lanes whose heartbeat stopped; when several lanes
+               delivered, each first gets a tick (and a push) of its own, oldest delivery first
       push     record, evidence, batch branch, lane commits, deletions of released lanes' branches
       wait     --interval seconds
 After a terminal state the loop goes on while integrated remote lanes still have a live heartbeat
@@ -111,6 +112,9 @@ class Coordinator:
             if self.pull() and time.monotonic() >= self.hold_until:
                 record_ref = self.cs.batches.ref(self.slug)
                 before = self.cs.git.refs.resolve(record_ref)
+                for task in self.delivered():   # each lane that delivered lands and is pushed on its own,
+                    self.tick({task})           # so the handoffs it unblocks leave at once (as `run` ticks
+                    self.push()                 # once per ended session)
                 report = self.tick()
                 state = report["batch_state"]
                 if state == "running":
@@ -127,8 +131,23 @@ class Coordinator:
             if not busy:
                 self.interrupted.wait(self.interval)
 
-    def tick(self) -> dict[str, Any]:
-        report = self.driver.tick(Request(actor="run"))
+    def delivered(self) -> list[str]:
+        """Children whose lane recorded attempts this record has not seen, oldest delivery first."""
+        snap = self.cs.batches.read(self.slug)
+        found = []
+        for c in snap.record.children if snap is not None and snap.record.batch_state == "running" else []:
+            if c.state != "enrolled" or c.lane is None:
+                continue
+            try:
+                lrec, _ = self.cs.lanes.read(self.slug, c.task_id)
+            except CorruptRecord:
+                continue
+            if lrec is not None and lrec.run_id == c.lane.run_id and len(lrec.qa_attempts) > c.qa_attempts_seen:
+                found.append((lrec.qa_attempts[-1].at, c.task_id))
+        return [task for _, task in sorted(found)] if len(found) > 1 else []
+
+    def tick(self, only: set[str] | None = None) -> dict[str, Any]:
+        report = self.driver.tick(Request(actor="run", only=only))
         for c in report["children"]:
             remote = (c.get("lane") or {}).get("remote")
             if c["state"] == "enrolled" and remote and self.lanes.get(c["task_id"]) != remote["clone_id"]:

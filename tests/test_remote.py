@@ -577,6 +577,13 @@ def test_heartbeats_keep_a_remote_lane_and_their_absence_parks_it_lost(world):
     child = next(c for c in ok(repo, "tick")["children"] if c["task_id"] == "b")
     assert child["state"] == "needs_human"
     assert child["reason"] == f"batch_lane_lost: no heartbeat from {clone_id} since {beat}"
+    # a parked remote lane of a finished batch goes with release --stale, its tip kept by the record
+    tip = refs(repo)["refs/heads/imm-lane/demo/b"]
+    ok(repo, "retire", "demo", "--yes")
+    doc = ok(repo, "release", "--stale", "demo")
+    assert [r["task_id"] for r in doc["released"]] == ["a", "b"]   # a: the fixture's local lane
+    assert "refs/heads/imm-lane/demo/b" not in refs(repo)
+    assert git(repo, "merge-base", "--is-ancestor", tip, "refs/notes/lanes/batch/demo") == ""
 
 
 def test_work_once_runs_an_admitted_lane_and_pushes_its_done(world, tmp_path):

@@ -1,31 +1,117 @@
 """Where a lane lives: the one seam between the coordinator and a lane.
 
-Today every lane is a linked worktree of this repository (`LocalLanes`), observed through the
-worktree list the command took after its lock. SPEC §14 adds lanes in other clones, observed from
-refs alone; they implement the same methods.
+A lane is either a linked worktree of this repository (`LocalLanes`, observed through the
+worktree list the command took after its lock) or a lane in another clone (`RemoteLanes`,
+SPEC §14), observed from refs alone: its branch and its lane record as the last pull brought
+them. `Lanes` chooses the host of each lane by `lane.remote`, so the tick asks every lane the
+same questions and never branches on where a lane lives:
+
+    presence(lane)       does it exist, on which branch, at which commit; `lost` when a remote
+                         lane's heartbeat stopped (SPEC §14)
+    clean(lane, head)    may it be released: a clean worktree here; for a remote lane, its
+                         branch is the lane commit (the executor's clone checks its worktree)
+    delivery_tree(lane)  what it delivers now: the worktree's snapshot here; for a remote lane,
+                         its last attempt (the lane record is all the coordinator sees)
+    offers(...)          the `--offer`s a command carries, plus the claims pulled lane records make
+    facts(offer, ...)    §6.1's admission facts, from the worktree or from refs
+    lane(offer, ...)     the `lane` an admitted offer is recorded with
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
+import socket
+import uuid
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .decisions.admission import LaneFacts
+from .gitio import LaneBranch
+from .model import Lane, RemoteLocator, parse_time
 from .session import Session
+from .store import CorruptRecord
+
+if TYPE_CHECKING:
+    from .gitio import Git
+    from .model import BatchRecord, Claim, LaneRecord
 
 _CLEAN: set[tuple[str, str]] = set()
+REMOTE_TIMEOUT = 600   # seconds without a heartbeat before a remote lane counts as lost (lanes.remoteTimeout)
 
 
 @dataclass(frozen=True)
 class Presence:
-    exists: bool          # a worktree of this repository lives at the path
+    exists: bool          # a worktree of this repository lives at the path; for a remote lane, its branch
     branch: str | None    # full ref its HEAD is on
     head: str | None
+    lost: str | None = None   # why a remote lane counts as lost although its refs are there
 
+
+# -- who this clone is (SPEC §14) -----------------------------------------------------------------------
+
+def clone_id(git: "Git", create: bool = False) -> str | None:
+    """This clone's `lanes.cloneId`: a random id made once per clone (with `create`)."""
+    value = git.config_get("lanes.cloneId")
+    if value or not create:
+        return value or None
+    git.config_write("lanes.cloneId", uuid.uuid4().hex[:16])
+    return git.config_get("lanes.cloneId")
+
+
+def host_name() -> str:
+    return socket.gethostname() or "localhost"
+
+
+def remote_timeout(git: "Git") -> int:
+    return max(1, git.config_int("lanes.remoteTimeout", REMOTE_TIMEOUT))
+
+
+def silence(claim: "Claim", now: str, timeout: int) -> str | None:
+    """`no heartbeat from <clone_id> since <at>` when the last heartbeat (else the claim) is older
+    than `timeout` seconds at `now`; a heartbeat in the future counts as now."""
+    last = claim.heartbeat_at or claim.at
+    age = (parse_time(now) - parse_time(last)) / _dt.timedelta(seconds=1)
+    return f"no heartbeat from {claim.clone_id} since {last}" if age > timeout else None
+
+
+def _is_earlier_run(record: "BatchRecord", task_id: str, lrec: "LaneRecord") -> bool:
+    """A lane record of another batch, or of a run that `resume --restart` ended."""
+    return lrec.batch_id != record.batch_id or any(
+        a.task_id == task_id and a.run_id == lrec.run_id for a in record.archived_lanes)
+
+
+def live_claim(record: "BatchRecord", task_id: str, lrec: "LaneRecord | None") -> "Claim | None":
+    """The claim of this batch's current run in a lane record, if it holds one."""
+    if lrec is None or lrec.claim is None or lrec.released is not None or _is_earlier_run(record, task_id, lrec):
+        return None
+    return lrec.claim
+
+
+# -- offers ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Offer:
+    """A lane offered to a tick: a worktree path (`--offer`) or a claim pulled from another clone.
+    A claim is a standing offer: while its child cannot start, it waits instead of being refused."""
+    task_id: str
+    path: str | None = None
+    claim: "Claim | None" = None
+
+    @property
+    def standing(self) -> bool:
+        return self.claim is not None
+
+    def where(self) -> dict[str, Any]:
+        if self.claim is None:
+            return {"path": os.path.realpath(self.path or "")}
+        return {"path": None, "remote": {"clone_id": self.claim.clone_id, "host": self.claim.host}}
+
+
+# -- lanes that are worktrees of this repository -------------------------------------------------------------
 
 class LocalLanes:
-    """Lanes that are linked worktrees of this repository."""
+    """Lanes that are linked worktrees of this repository (asked by path)."""
 
     def __init__(self, session: Session) -> None:
         self.s = session
@@ -71,3 +157,116 @@ class LocalLanes:
             return facts
         dirty = bool(self.git.status(cwd=real))
         return LaneFacts(real, True, False, wt.branch, wt.head, True, dirty, occupied(real))
+
+
+# -- lanes in other clones ------------------------------------------------------------------------------------
+
+class RemoteLanes:
+    """Lanes in other clones (SPEC §14), seen from the refs the last pull brought: the lane branch
+    and the lane record (its claim, heartbeats and release)."""
+
+    def __init__(self, session: Session) -> None:
+        self.s = session
+        self.git = session.git
+
+    def _record(self, lane: Lane) -> "LaneRecord | None":
+        """This run's lane record (None: unreadable, absent, or another run's; observation says which)."""
+        name = LaneBranch.of_ref("refs/heads/" + lane.branch)
+        if name is None:
+            return None
+        try:
+            lrec, _ = self.s.lanes.read(name.slug, name.task)
+        except CorruptRecord:
+            return None
+        return lrec if lrec is not None and lrec.run_id == lane.run_id else None
+
+    def presence(self, lane: Lane) -> Presence:
+        ref = "refs/heads/" + lane.branch
+        lrec = self._record(lane)
+        tip = self.git.refs.resolve(ref)
+        if tip is None or (lrec is not None and lrec.released is not None):
+            return Presence(False, None, None)
+        lost = None
+        if lrec is not None and lrec.claim is not None:
+            lost = silence(lrec.claim, self.s.clock(), remote_timeout(self.git))
+        return Presence(True, ref, tip, lost)
+
+    def clean(self, lane: Lane, head: str | None = None) -> bool:
+        """Releasable from here: the lane branch is the lane commit (the lane's clone checks the rest)."""
+        return lane.lane_commit is not None and self.git.refs.resolve("refs/heads/" + lane.branch) == lane.lane_commit
+
+    def delivery_tree(self, lane: Lane) -> str | None:
+        lrec = self._record(lane)
+        return lrec.qa_attempts[-1].tree if lrec is not None and lrec.qa_attempts else None
+
+    def claims(self, slug: str, record: "BatchRecord", skip: set[str]) -> list[Offer]:
+        """A claim in the lane record of each pending child (this batch, a run not ended)."""
+        found = []
+        for child in record.children:
+            if child.state != "pending" or child.task_id in skip:
+                continue
+            try:
+                lrec, _ = self.s.lanes.read(slug, child.task_id)
+            except CorruptRecord:
+                continue
+            claim = live_claim(record, child.task_id, lrec)
+            if claim is not None and claim.run_id == lrec.run_id:
+                found.append(Offer(child.task_id, claim=claim))
+        return found
+
+    def facts(self, claim: "Claim", record: "BatchRecord", expected_branch: str,
+              base_ok: Callable[[str], bool]) -> LaneFacts:
+        """§6.1's rules on refs: the lane branch exists (else foreign), the claim is not this clone's
+        own (the coordinator's), its tip is a valid base, no other lane has that clone and branch."""
+        ref = "refs/heads/" + expected_branch
+        tip = self.git.refs.resolve(ref)
+        if tip is None:
+            return LaneFacts("", False, False, None, None, False, False, None)
+        if claim.clone_id == clone_id(self.git):
+            return LaneFacts("", True, True, ref, tip, False, False, None)
+        occupied = next((o.task_id for o in record.children if o.lane and o.state != "released" and o.lane.remote
+                         and o.lane.remote.clone_id == claim.clone_id and o.lane.branch == expected_branch), None)
+        return LaneFacts("", True, False, ref, tip, base_ok(tip), False, occupied)
+
+
+# -- the seam the tick asks -----------------------------------------------------------------------------------
+
+class Lanes:
+    """Every lane of a batch, each asked through the host it lives in (chosen by `lane.remote`)."""
+
+    def __init__(self, session: Session) -> None:
+        self.local = LocalLanes(session)
+        self.remote = RemoteLanes(session)
+
+    def presence(self, lane: Lane) -> Presence:
+        return self.remote.presence(lane) if lane.remote else self.local.presence(lane.path or "")
+
+    def clean(self, lane: Lane, head: str | None = None) -> bool:
+        return self.remote.clean(lane, head) if lane.remote else self.local.clean(lane.path or "", head)
+
+    def delivery_tree(self, lane: Lane) -> str | None:
+        return self.remote.delivery_tree(lane) if lane.remote else self.local.delivery_tree(lane.path or "")
+
+    def offers(self, requested: list[tuple[str, str]], slug: str, record: "BatchRecord") -> list[Offer]:
+        """The command's `--offer`s, then the claims of pending children that no `--offer` names."""
+        offers = [Offer(task_id, path=path) for task_id, path in requested]
+        return offers + self.remote.claims(slug, record, {task_id for task_id, _ in requested})
+
+    def facts(self, offer: Offer, record: "BatchRecord", expected_branch: str,
+              base_ok: Callable[[str], bool]) -> LaneFacts:
+        if offer.claim is not None:
+            return self.remote.facts(offer.claim, record, expected_branch, base_ok)
+
+        def occupied(real: str) -> str | None:
+            return next((o.task_id for o in record.children if o.lane and o.state != "released"
+                         and o.lane.path and os.path.realpath(o.lane.path) == real), None)
+
+        return self.local.facts(offer.path or "", coordinator=record.coordinator, expected_branch=expected_branch,
+                                base_ok=base_ok, occupied=occupied)
+
+    def lane(self, offer: Offer, facts: LaneFacts, branch: str) -> Lane:
+        """The lane an admitted offer is recorded with (a claim's run_id becomes the lane's)."""
+        if offer.claim is not None:
+            return Lane(path=None, remote=RemoteLocator(clone_id=offer.claim.clone_id, host=offer.claim.host),
+                        branch=branch, base_head=facts.head, run_id=offer.claim.run_id)
+        return Lane(path=facts.real_path, branch=branch, base_head=facts.head, run_id=uuid.uuid4().hex[:16])

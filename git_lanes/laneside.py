@@ -1,8 +1,10 @@
 """The lane commands' use cases (SPEC §5): `task`, `inbox`, `done`, `done --give-up`.
 
 Each takes a `Session` opened inside a lane worktree and returns plain data for the CLI to
-render. Only these write the lane's own record (`refs/notes/lanes/lane/<slug>/<task>`); the
-batch record is only ever read here.
+render. Only the lane side writes the lane's own record (`refs/notes/lanes/lane/<slug>/<task>`),
+always through `write_lane_record` (the lane's lock, compare-and-swap); the batch record is only
+ever read here. A lane in another clone (SPEC §14) is this clone's when the batch record names
+its `lanes.cloneId`; until the coordinator admits its claim, `done` refuses `batch_lane_not_enrolled`.
 """
 
 from __future__ import annotations
@@ -14,12 +16,59 @@ from typing import Any, Callable
 from .authority import effective_parsed, last_revision
 from .checks import child_env, run_checks
 from .errors import refused, usage
+from .lanehost import clone_id, live_claim
 from .model import BatchRecord, Child, GaveUp, Intervention, LaneRecord, QaAttempt
 from .session import Session
 from .snapshot import changed_paths, snapshot_tree
-from .store import lane_lock
+from .store import CorruptRecord, lane_lock
 
 MAX_GIVE_UP_TEXT = 4000
+Change = Callable[[LaneRecord], "LaneRecord | None"]
+
+
+def write_lane_record(session: Session, slug: str, task_id: str, run_id: str, change: Change, summary: str, *,
+                      fresh: Callable[[], LaneRecord] | None = None,
+                      extra_parents: tuple[str, ...] = ()) -> tuple[LaneRecord | None, str | None]:
+    """The one lane-record transaction: under the lane's lock, read the record of run `run_id` (a
+    record of another run counts as absent: `fresh()` starts this run's, with the old tip as its
+    parent), apply `change` (None: nothing to write), compare-and-swap it one `record_revision` up.
+    Returns (the record now, the ref's tip)."""
+    with lane_lock(session.git, slug, task_id, warn=session.warn):
+        record, tip = session.lanes.read(slug, task_id)
+        if record is not None and record.run_id != run_id:
+            record = None  # a restarted lane starts a fresh record
+        current = record if record is not None else (fresh() if fresh is not None else None)
+        changed = change(current) if current is not None else None
+        if changed is None:
+            return record, tip
+        changed = changed.model_copy(update={"record_revision": changed.record_revision + 1})
+        commit = session.lanes.write(slug, changed, tip, summary, extra_parents=extra_parents, at=session.clock())
+        return changed, commit
+
+
+def own_claim(session: Session, record: BatchRecord, slug: str, task_id: str):
+    """This clone's claim on `task_id` (SPEC §14) of the batch's current run, or None."""
+    try:
+        lrec, _ = session.lanes.read(slug, task_id)
+    except CorruptRecord:
+        return None
+    claim = live_claim(record, task_id, lrec)
+    return claim if claim is not None and claim.clone_id == clone_id(session.git) else None
+
+
+def heartbeat(session: Session, slug: str, task_id: str, run_id: str) -> bool:
+    """Refresh `claim.heartbeat_at` in this clone's lane record of `run_id` (SPEC §14): an ordinary
+    lane write, done by `work` on a timer whatever the lane's sessions are doing. False when the
+    record holds no such claim (nothing written)."""
+    at = session.clock()
+
+    def beat(rec: LaneRecord) -> LaneRecord | None:
+        if rec.claim is None or rec.released is not None:
+            return None
+        return rec.model_copy(update={"claim": rec.claim.model_copy(update={"heartbeat_at": at})})
+
+    record, _ = write_lane_record(session, slug, task_id, run_id, beat, f"heartbeat {task_id}")
+    return record is not None and record.claim is not None and record.claim.heartbeat_at == at
 
 
 @dataclass
@@ -46,10 +95,20 @@ class LaneContext:
         child = record.child(task_id)
         if child is None:
             raise usage(f"task {task_id} is not a child of batch {record.batch_id}")
+        claim = own_claim(session, record, slug, task_id)
+        if claim is not None and (child.lane is None or child.lane.run_id != claim.run_id):
+            raise refused("batch_lane_not_enrolled",
+                          f"{task_id} is claimed by this clone ({claim.clone_id}) but the coordinator has not "
+                          f"admitted it (it is {child.state} in the batch record as last pulled); run "
+                          f"'git lanes pull' after the coordinator's next tick")
         if child.lane is None:
             raise usage(f"task {task_id} has no lane in batch {record.batch_id} (state {child.state})")
         worktree = session.git.toplevel or ""
-        if os.path.realpath(child.lane.path) != os.path.realpath(worktree):
+        remote = child.lane.remote
+        if remote is not None and remote.clone_id != clone_id(session.git):
+            raise usage(f"the lane of {task_id} in batch {record.batch_id} lives in clone {remote.clone_id} "
+                        f"({remote.host}), not in this one")
+        if remote is None and os.path.realpath(child.lane.path) != os.path.realpath(worktree):
             raise usage(f"this worktree ({worktree}) is not the lane of {task_id}: "
                         f"batch {record.batch_id} records its lane at {child.lane.path}")
         lane_record, lane_commit = session.lanes.read(slug, task_id)
@@ -64,21 +123,18 @@ class LaneContext:
         return LaneRecord(batch_id=self.record.batch_id, task_id=self.task_id, run_id=self.child.lane.run_id)
 
     def update(self, change: Callable[[LaneRecord], LaneRecord | None], summary: str) -> LaneRecord:
-        """The lane record's transaction: under the lane's lock, read this run's record again,
-        apply `change` (None: nothing to write), compare-and-swap it one `record_revision` up."""
-        s = self.session
-        with lane_lock(s.git, self.slug, self.task_id, warn=s.warn):
-            record, tip = s.lanes.read(self.slug, self.task_id)
-            if record is not None and record.run_id != self.child.lane.run_id:
-                record = None  # a restarted lane starts a fresh record
-            self.lane_record, self.lane_commit = record, tip
-            changed = change(self.current())
-            if changed is None:
-                return self.current()
-            changed = changed.model_copy(update={"record_revision": changed.record_revision + 1})
-            self.lane_commit = s.lanes.write(self.slug, changed, tip, summary, at=s.clock())
-            self.lane_record = changed
-            return changed
+        """The lane record's transaction (`write_lane_record`) for this run. A lane of another clone
+        also keeps its branch tip reachable from the record (its executor commits travel with it)."""
+        lane = self.child.lane
+        extra: tuple[str, ...] = ()
+        if lane.remote is not None:
+            tip = self.session.git.refs.resolve("refs/heads/" + lane.branch)
+            extra = (tip,) if tip and tip != lane.base_head else ()
+        self.lane_record, self.lane_commit = write_lane_record(
+            self.session, self.slug, self.task_id, lane.run_id, change, summary,
+            fresh=lambda: LaneRecord(batch_id=self.record.batch_id, task_id=self.task_id, run_id=lane.run_id),
+            extra_parents=extra)
+        return self.current()
 
     def interventions(self) -> list[Intervention]:
         """This lane's instructions and corrections, oldest first."""

@@ -97,7 +97,7 @@ def gather(s: Session, record: BatchRecord, entries) -> tuple[list[LeakFacts], _
     lanes: list[tuple[Child, bool, list[str]]] = []
     if candidates:
         for child in record.children:
-            if child.lane is None:
+            if child.lane is None or child.lane.path is None:   # a lane of another clone writes nothing here
                 continue
             wt = s.worktree_at(child.lane.path)
             has_worktree = wt is not None and os.path.isdir(child.lane.path) and \

@@ -149,6 +149,8 @@ def _synopsis_option(opt: click.Option) -> str:
 
 
 def _argument(arg: click.Argument) -> str:
+    if arg.metavar:   # arguments parsed by hand (an optional one before a required one) spell their usage
+        return arg.metavar
     if isinstance(arg.type, click.Choice):
         text = "(" + "|".join(str(c) for c in arg.type.choices) + ")"
     else:

@@ -10,7 +10,7 @@ import datetime as _dt
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_serializer, model_validator
 
 from .ids import id_problem
 
@@ -61,6 +61,16 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=False, populate_by_name=True, defer_build=True)
 
 
+def _without_absent(data: Any, keys: tuple[str, ...]) -> Any:
+    """Optional fields added within v1 are left out while unset, so records without them keep
+    their exact bytes and readers that predate them are not shown keys they do not know."""
+    if isinstance(data, dict):
+        for key in keys:
+            if data.get(key) is None:
+                data.pop(key, None)
+    return data
+
+
 class CheckResultModel(_Model):
     id: str
     command: str
@@ -71,8 +81,14 @@ class CheckResultModel(_Model):
     output_tail: str
 
 
+class RemoteLocator(_Model):
+    """Where a lane of another clone lives (SPEC §14): that clone's `lanes.cloneId` and host name."""
+    clone_id: str
+    host: str
+
+
 class Lane(_Model):
-    path: str
+    path: str | None          # the worktree's real path; null for a lane in another clone
     branch: str
     base_head: Oid
     run_id: str
@@ -80,6 +96,17 @@ class Lane(_Model):
     executor_commits: list[Oid] = []
     # Index (in the lane record's qa_attempts) of the passed attempt this child settled on.
     attempt: int | None = None
+    remote: RemoteLocator | None = None   # a lane in another clone (then `path` is null)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        return _without_absent(handler(self), ("remote",))
+
+    @model_validator(mode="after")
+    def _located(self) -> "Lane":
+        if (self.path is None) == (self.remote is None):
+            raise ValueError("a lane has either a path (a worktree here) or remote (another clone), not both")
+        return self
 
 
 class Child(_Model):
@@ -315,6 +342,19 @@ class GaveUp(_Model):
     text: str
 
 
+class Claim(_Model):
+    """A lane created by `git lanes join` in another clone, offering itself to the coordinator (§14)."""
+    at: str
+    clone_id: str
+    host: str
+    run_id: str               # admission adopts it as the lane's run_id
+    heartbeat_at: str | None = None
+
+
+class Released(_Model):
+    at: str
+
+
 class LaneRecord(_Model):
     contract: Literal["git_lanes/lane_record/v1"] = LANE_RECORD
     batch_id: str
@@ -325,6 +365,12 @@ class LaneRecord(_Model):
     # How many of this lane's interventions (oldest first) have been read.
     inbox_read: int = Field(0, ge=0)
     gave_up: GaveUp | None = None
+    claim: Claim | None = None          # a lane of another clone (SPEC §14)
+    released: Released | None = None    # that lane was released in its clone (its last revision)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        return _without_absent(handler(self), ("claim", "released"))
 
 
 class Report(BaseModel):

@@ -72,6 +72,14 @@ GROUPS: list[tuple[str, dict[str, str]]] = [
         "batch_lane_branch_exists": "the lane branch to provision already exists",
         "batch_lane_release_refused": "the lane has no release handoff (or --stale on a batch still running)",
     }),
+    ("Remote lanes (git lanes join, work, run --remote, push, pull; SPEC §14)", {
+        "batch_lane_claimed": "another clone's claim on the task got to the remote first; join removed what it "
+                              "had created",
+        "batch_lane_not_enrolled": "the lane was joined in this clone but the coordinator has not admitted its "
+                                   "claim yet; nothing is written",
+        "remote_moved": "a ref diverged on the remote (someone else wrote it), or leases kept failing after "
+                        "five re-pulls; nothing was overwritten",
+    }),
     ("Resume (git lanes resume)", {
         "batch_not_parked": "the batch is not needs_human: tick a running batch, start a new one after a "
                             "finished one",

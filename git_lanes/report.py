@@ -59,6 +59,13 @@ def stop_decision(record: BatchRecord, scopes: dict[str, list[str]], first_park:
     return "needs_human", "no child can start"
 
 
+def _located(c: Child, handoff: dict[str, Any]) -> dict[str, Any]:
+    """A lane of another clone is named by `remote {clone_id, host}` besides its null `lane_path` (§14)."""
+    if c.lane is not None and c.lane.remote is not None:
+        handoff["remote"] = c.lane.remote.model_dump(mode="json")
+    return handoff
+
+
 def handoffs(record: BatchRecord, views: dict[str, LaneView], scopes: dict[str, list[str]],
              head: str | None, on_branch: set[str], schedule: bool = True) -> list[dict[str, Any]]:
     """Steps 13 and 15: executor/correction handoffs, release handoffs, provision handoffs."""
@@ -66,19 +73,20 @@ def handoffs(record: BatchRecord, views: dict[str, LaneView], scopes: dict[str, 
     for c in record.children:
         if c.state == "enrolled" and c.lane:
             if c.correction_due:
-                out.append({"role": "coordinator", "action": "correct", "task_id": c.task_id,
-                            "reason": c.correction_due, "corrections_used": c.corrections,
-                            "corrections_left": MAX_CORRECTIONS - c.corrections, "lane_path": c.lane.path})
+                out.append(_located(c, {"role": "coordinator", "action": "correct", "task_id": c.task_id,
+                                        "reason": c.correction_due, "corrections_used": c.corrections,
+                                        "corrections_left": MAX_CORRECTIONS - c.corrections,
+                                        "lane_path": c.lane.path}))
             else:
                 v = views.get(c.task_id, LaneView())
-                out.append({"role": "executor", "task_id": c.task_id, "run_id": c.lane.run_id,
-                            "record_revision": v.record_revision,
-                            "next_obligation": v.next_obligation or "implement",
-                            "lane_branch": c.lane.branch, "lane_path": c.lane.path})
+                out.append(_located(c, {"role": "executor", "task_id": c.task_id, "run_id": c.lane.run_id,
+                                        "record_revision": v.record_revision,
+                                        "next_obligation": v.next_obligation or "implement",
+                                        "lane_branch": c.lane.branch, "lane_path": c.lane.path}))
     for c in record.children:
         if c.state == "integrated" and c.lane and c.commit in on_branch and views.get(c.task_id, LaneView()).clean_on_branch:
-            out.append({"role": "lane-steward", "action": "release", "task_id": c.task_id,
-                        "lane_branch": c.lane.branch, "lane_path": c.lane.path})
+            out.append(_located(c, {"role": "lane-steward", "action": "release", "task_id": c.task_id,
+                                    "lane_branch": c.lane.branch, "lane_path": c.lane.path}))
     if schedule and record.batch_state == "running" and head is not None:
         for task_id in startable_now(record, scopes):
             out.append({"role": "lane-steward", "action": "provision", "task_id": task_id,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -173,10 +174,13 @@ def test_diverged_refs_are_filtered_out_before_the_atomic_push(world):
         assert got[pushed] == "pushed" and refs(bare)[pushed] == refs(repo)[pushed]
 
 
-def test_a_lease_that_fails_during_the_push_pushes_nothing(world, monkeypatch):
+def test_a_lease_that_fails_during_the_push_pushes_nothing_then_push_pulls_and_retries(world, monkeypatch):
     """The remote moves between the fetch and the push: the lease on that ref fails and, the push
-    being atomic, no other ref is pushed either."""
+    being atomic, no other ref is pushed either. `git lanes push` then pulls and tries again: the
+    moved ref is now seen diverged (reported, never overwritten) and the others go."""
     from git_lanes.gitio import Git
+    from git_lanes.remote import push
+    from git_lanes.session import Session
 
     repo, bare = world["repo"], world["bare"]
     ok(repo, "push")
@@ -191,15 +195,21 @@ def test_a_lease_that_fails_during_the_push_pushes_nothing(world, monkeypatch):
         return real_run(self, *args, **kw)
 
     monkeypatch.setattr(Git, "run", racing_run)
-    code, doc = lanes_json(repo, "push")
-    monkeypatch.undo()
-    assert code == 1
+    doc = push(Session(cwd=str(repo)))                 # one push
     sent = [r for r in doc["refs"] if r["status"] != "up_to_date"]
     assert len(sent) >= 3 and all(r["status"] == "rejected" for r in sent), doc
     assert "stale info" in next(r["message"] for r in sent if r["ref"] == raced)
     after = refs(bare)
-    assert after.pop(raced) != before.pop(raced)
-    assert after == before, "an atomic push with a failed lease pushed something"
+    assert after[raced] != before[raced]
+    assert {k: v for k, v in after.items() if k != raced} == {k: v for k, v in before.items() if k != raced}, \
+        "an atomic push with a failed lease pushed something"
+    git(bare, "update-ref", raced, before[raced])      # as it was: the command's first lease fails again
+    code, doc = lanes_json(repo, "push")               # the command: pull, push again
+    monkeypatch.undo()
+    assert code == 1 and doc["attempts"] == 2
+    assert statuses(doc)[raced] == "remote_moved" and refs(bare)[raced] != refs(repo)[raced]
+    for ref in ("refs/notes/lanes/batch/demo", "refs/heads/imm/demo"):
+        assert statuses(doc)[ref] == "pushed" and refs(bare)[ref] == refs(repo)[ref]
 
 
 def test_push_replaces_a_value_this_repository_wrote_before(world):
@@ -231,44 +241,120 @@ def test_pull_does_not_recreate_a_released_lane(world):
     assert "refs/heads/imm-lane/demo/a" not in refs(repo)
 
 
-def test_join_creates_the_lane_in_another_clone_and_its_branch_travels_back(world):
-    repo = world["repo"]
+def test_a_joined_lane_is_claimed_admitted_observed_integrated_and_released_from_refs(world):
+    """SPEC §14 v3 step by step: join (claim, atomic push), admission on refs after a pull, done in
+    the other clone, lane commit pushed back, the executor's branch follows on pull, release there,
+    released and the branch deleted by the coordinator; audit finds nothing."""
+    repo, bare = world["repo"], world["bare"]
     ok(repo, "push")
     clone = clone_of(world)
-    ok(clone, "pull")
-    base = next(h["base_head"] for h in ok(clone, "status", "demo")["handoffs"]
-                if h.get("action") == "provision" and h["task_id"] == "b")
     target = world["tmp"] / "joined-b"
-    doc = ok(clone, "join", "demo", "b", "--path", str(target))
+    doc = ok(clone, "join", "demo", "b", "--path", str(target))   # join pulls first
+    base = git(repo, "rev-parse", "imm/demo").strip()
     assert doc["lane_branch"] == "imm-lane/demo/b" and doc["base_head"] == base and doc["admitted"] is False
     assert os.path.realpath(doc["lane_path"]) == os.path.realpath(target)
     assert git(target, "symbolic-ref", "HEAD").strip() == "refs/heads/imm-lane/demo/b"
-    assert git(target, "rev-parse", "HEAD").strip() == base
-    # the coordinator has not admitted it: the lane commands say so (SPEC §14 admission from refs is not built)
-    code, out, err = lanes(target, "task")
-    assert code == 2 and "has no lane" in err
-    # its branch travels back by push
+    clone_id = git(clone, "config", "lanes.cloneId").strip()
+    claim = doc["claim"]
+    assert claim["clone_id"] == clone_id and claim["heartbeat_at"] == claim["at"] and claim["run_id"]
+    # branch and record travelled together
+    assert refs(bare)["refs/heads/imm-lane/demo/b"] == base
+    lane_json = json.loads(git(bare, "show", "refs/notes/lanes/lane/demo/b:lane.json"))
+    assert lane_json["claim"] == claim and lane_json["run_id"] == claim["run_id"] and lane_json["record_revision"] == 1
+    # not admitted yet: done refuses and writes nothing
     deliver(str(target), {"src/b/out.txt": "b\n"})
+    before = refs(clone)
+    code, out, err = lanes(target, "done")
+    assert code == 1 and "batch_lane_not_enrolled" in err
+    assert refs(clone) == before
+    # the coordinator admits the claim from refs after a pull
+    assert statuses(ok(repo, "pull"))["refs/notes/lanes/lane/demo/b"] == "pulled"
+    report = ok(repo, "tick")
+    child = next(c for c in report["children"] if c["task_id"] == "b")
+    assert child["state"] == "enrolled", report
+    assert child["lane"]["path"] is None and child["lane"]["remote"] == {"clone_id": clone_id, "host": claim["host"]}
+    assert child["lane"]["run_id"] == claim["run_id"] and child["lane"]["base_head"] == base
+    hand = next(h for h in report["handoffs"] if h["task_id"] == "b")
+    assert hand["role"] == "executor" and hand["lane_path"] is None and hand["remote"]["clone_id"] == clone_id
+    ok(repo, "push")
+    # the executor works once a pull shows it enrolled; its commit travels with the lane record
+    ok(clone, "pull")
     git(target, "add", "-A")
-    git(target, "commit", "-q", "-m", "work on b")
+    git(target, "commit", "-q", "-m", "executor work on b")
+    executor_commit = git(target, "rev-parse", "HEAD").strip()
+    code, out, err = lanes(target, "done")
+    assert code == 0, err
+    record_tip = git(clone, "rev-parse", "refs/notes/lanes/lane/demo/b").strip()
+    assert executor_commit in git(clone, "log", "--format=%P", "-1", record_tip).split()
     doc = ok(clone, "push")
+    assert statuses(doc)["refs/notes/lanes/lane/demo/b"] == "pushed"
     assert statuses(doc)["refs/heads/imm-lane/demo/b"] == "pushed"
-    doc = ok(repo, "pull")
-    assert statuses(doc)["refs/heads/imm-lane/demo/b"] == "pulled"
-    assert refs(repo)["refs/heads/imm-lane/demo/b"] == refs(clone)["refs/heads/imm-lane/demo/b"]
-    # joining twice, or a task without a provision handoff, is refused
-    code, out, err = lanes(clone, "join", "demo", "b", "--path", str(world["tmp"] / "again"))
-    assert code == 1 and "batch_lane_branch_exists" in err
-    code, out, err = lanes(clone, "join", "demo", "a")
-    assert code == 1 and "batch_lane_unknown_child" in err
+    ok(repo, "pull")
+    report = ok(repo, "tick")
+    child = next(c for c in report["children"] if c["task_id"] == "b")
+    assert child["state"] == "integrated", report
+    lane_commit = child["lane"]["lane_commit"]
+    assert child["lane"]["executor_commits"] == [executor_commit]
+    assert git(repo, "log", "-1", "--format=%an", lane_commit).strip() == "Ada Author"
+    assert refs(repo)["refs/heads/imm-lane/demo/b"] == lane_commit
+    doc = ok(repo, "push")
+    item = next(r for r in doc["refs"] if r["ref"] == "refs/heads/imm-lane/demo/b")
+    assert item["status"] == "pushed" and item["rewound"] is True and item["remote"] == executor_commit
+    assert refs(bare)["refs/heads/imm-lane/demo/b"] == lane_commit
+    # the clone pushes before it pulls: its executor tip was replaced by the lane commit, not diverged
+    assert statuses(ok(clone, "push"))["refs/heads/imm-lane/demo/b"] == "remote_ahead"
+    # pull moves the checked-out lane branch to the lane commit (its delivery is that tree) and refreshes the index
+    doc = ok(clone, "pull")
+    item = next(r for r in doc["refs"] if r["ref"] == "refs/heads/imm-lane/demo/b")
+    assert item["status"] == "pulled" and item["remote"] == lane_commit and item["rewound"] is True
+    assert git(target, "rev-parse", "HEAD").strip() == lane_commit
+    assert git(target, "status", "--porcelain", "--untracked-files=all") == ""
+    # the release handoff names the remote lane; release happens in its clone
+    code, out, err = lanes(repo, "release", "b")
+    assert code == 1 and "batch_lane_release_refused" in err and clone_id in err
+    status = ok(clone, "status", "demo")
+    release = next(h for h in status["handoffs"] if h.get("action") == "release" and h["task_id"] == "b")
+    assert release["remote"]["clone_id"] == clone_id and release["lane_path"] is None
+    doc = ok(clone, "release", "b")
+    assert doc["released"][0]["pushed"] is True
+    assert not target.exists() and "refs/heads/imm-lane/demo/b" not in refs(clone)
+    assert json.loads(git(bare, "show", "refs/notes/lanes/lane/demo/b:lane.json"))["released"]["at"]
+    ok(repo, "pull")
+    report = ok(repo, "tick")
+    assert next(c for c in report["children"] if c["task_id"] == "b")["state"] == "released"
+    doc = ok(repo, "push")
+    assert statuses(doc)["refs/heads/imm-lane/demo/b"] == "deleted"
+    for side in (repo, bare):
+        assert "refs/heads/imm-lane/demo/b" not in refs(side)
+    ok(repo, "release", "a")   # the local lane of the fixture
+    code, out, err = lanes(repo, "audit", "demo")
+    assert code == 0, out + err
+    # a copy of a released lane's branch is never pushed back where it is gone
+    git(bare, "update-ref", "-d", "refs/heads/imm-lane/demo/a")
+    ok(repo, "push")
+    assert statuses(ok(clone, "push"))["refs/heads/imm-lane/demo/a"] == "released"
+    assert "refs/heads/imm-lane/demo/a" not in refs(bare)
 
 
-def test_join_refuses_where_the_coordinator_lives_and_before_a_pull(world):
-    code, out, err = lanes(world["repo"], "join", "demo", "b")
+def test_join_refusals(world):
+    repo = world["repo"]
+    ok(repo, "push")
+    code, out, err = lanes(repo, "join", "demo", "b")
     assert code == 2 and "git lanes provision b" in err
     clone = clone_of(world)
-    code, out, err = lanes(clone, "join", "demo", "b")
-    assert code == 2 and "git lanes pull" in err
+    code, out, err = lanes(clone, "join", "demo", "a")
+    assert code == 1 and "batch_lane_unknown_child" in err            # integrated: no provision handoff
+    code, out, err = lanes(clone, "join", "demo", "b", "--remote", "nowhere")
+    assert code == 2 and "no remote 'nowhere'" in err
+    first = ok(clone, "join", "b", "--path", str(world["tmp"] / "one"))   # the slug is found after the pull
+    again = ok(clone, "join", "demo", "b")
+    assert again["already_joined"] is True and again["claim"] == first["claim"]
+    other = world["tmp"] / "clone2"
+    git(world["tmp"], "clone", "-q", str(world["bare"]), str(other))
+    code, out, err = lanes(other, "join", "demo", "b")
+    assert code == 1 and f"batch_lane_claimed: b by {first['claim']['clone_id']}" in err
+    assert "refs/heads/imm-lane/demo/b" in refs(other)              # a copy of the claim, no lane of its own
+    assert git(other, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 
 def test_a_path_remote_and_a_missing_remote(world):
@@ -278,3 +364,245 @@ def test_a_path_remote_and_a_missing_remote(world):
     assert git(repo, "for-each-ref", "--format=%(refname)", "refs/lanes-remotes/").startswith("refs/lanes-remotes/url-")
     code, out, err = lanes(repo, "push", "nowhere")
     assert code == 2 and "no remote 'nowhere'" in err
+
+
+# -- races and stale views (SPEC §14 v3: one writer per ref, nothing lost) -----------------------------------
+
+def joined_and_enrolled(world, task: str = "b"):
+    """A clone that joined `task`, admitted by the coordinator; both sides pulled. (clone, lane path)"""
+    repo = world["repo"]
+    ok(repo, "push")
+    clone = clone_of(world)
+    target = world["tmp"] / f"lane-{task}"
+    ok(clone, "join", "demo", task, "--path", str(target))
+    ok(repo, "pull")
+    assert {c["task_id"]: c["state"] for c in ok(repo, "tick")["children"]}[task] == "enrolled"
+    ok(repo, "push")
+    ok(clone, "pull")
+    return clone, target
+
+
+def lane_record(repo: Path, task: str = "b") -> dict:
+    ref = f"refs/notes/lanes/lane/demo/{task}"
+    data = json.loads(git(repo, "show", f"{ref}:lane.json"))
+    data["attempts"] = git(repo, "ls-tree", "--name-only", f"{ref}:attempts").split() if \
+        "attempts" in git(repo, "ls-tree", "--name-only", ref) else []
+    return data
+
+
+def test_a_claim_race_between_two_clones_leaves_one_lane_and_nothing_of_the_loser(world, monkeypatch):
+    """Both clones pulled the same handoff; east's claim reaches the server between west's pull and west's
+    atomic push: west's lease fails, west removes what it created and names the winner."""
+    from git_lanes.remote import claims
+
+    repo, bare, tmp = world["repo"], world["bare"], world["tmp"]
+    ok(repo, "push")
+    east = clone_of(world)
+    west = tmp / "west"
+    git(tmp, "clone", "-q", str(bare), str(west))
+    real = claims.push_atomic
+    raced: list[str] = []
+
+    def racing(git_, target, sends):
+        if not raced:
+            raced.append("east")
+            code, out, err = lanes(east, "join", "demo", "b", "--path", str(tmp / "east-b"))
+            assert code == 0, err
+        return real(git_, target, sends)
+
+    monkeypatch.setattr(claims, "push_atomic", racing)
+    code, out, err = lanes(west, "join", "demo", "b", "--path", str(tmp / "west-b"))
+    monkeypatch.undo()
+    east_id = git(east, "config", "lanes.cloneId").strip()
+    assert raced and code == 1 and f"batch_lane_claimed: b by {east_id}" in err
+    assert not (tmp / "west-b").exists()
+    assert git(west, "worktree", "list", "--porcelain").count("worktree ") == 1
+    ref = "refs/notes/lanes/lane/demo/b"
+    assert refs(west)[ref] == refs(bare)[ref] == refs(east)[ref]     # west keeps only a copy of east's claim
+    assert lane_record(bare)["claim"]["clone_id"] == east_id and lane_record(bare)["record_revision"] == 1
+    assert refs(bare)["refs/heads/imm-lane/demo/b"] == refs(east)["refs/heads/imm-lane/demo/b"]
+    ok(repo, "pull")
+    child = next(c for c in ok(repo, "tick")["children"] if c["task_id"] == "b")
+    assert child["state"] == "enrolled" and child["lane"]["remote"]["clone_id"] == east_id
+
+
+def test_a_lane_done_racing_a_coordinator_state_write_loses_neither(world, monkeypatch):
+    """The lane's done and push land between the coordinator's fetch and its atomic push of a new
+    state: different writers, different refs; both writes end on the server."""
+    from git_lanes.remote import replicate
+
+    repo, bare = world["repo"], world["bare"]
+    clone, target = joined_and_enrolled(world)
+    deliver(str(target), {"src/b/out.txt": "b\n"})
+    code, out, err = lanes(repo, "instruct", "b", "--message", "mind the tests", "--session-state", "idle")
+    assert code == 0, err
+    real = replicate.push_atomic
+    fired: list[int] = []
+
+    def racing(git_, url, sends):
+        if not fired:
+            fired.append(1)
+            code, out, err = lanes(target, "done")
+            assert code == 0, err
+            assert statuses(ok(clone, "push"))["refs/notes/lanes/lane/demo/b"] == "pushed"
+        return real(git_, url, sends)
+
+    monkeypatch.setattr(replicate, "push_atomic", racing)
+    doc = ok(repo, "push")
+    monkeypatch.undo()
+    assert fired and statuses(doc)["refs/notes/lanes/batch/demo"] == "pushed"
+    assert refs(bare)["refs/notes/lanes/batch/demo"] == refs(repo)["refs/notes/lanes/batch/demo"]
+    assert len(lane_record(bare)["attempts"]) == 1
+    assert [i["text"] for i in ok(repo, "status", "demo")["interventions"]] == ["mind the tests"]
+    ok(repo, "pull")
+    report = ok(repo, "tick")
+    assert {c["task_id"]: c["state"] for c in report["children"]}["b"] == "integrated", report
+
+
+def test_a_stale_coordinator_pull_overwrites_nothing_and_the_next_round_integrates(world):
+    repo, bare = world["repo"], world["bare"]
+    clone, target = joined_and_enrolled(world)
+    ok(repo, "pull")                                   # the coordinator's view: no attempt yet
+    deliver(str(target), {"src/b/out.txt": "b\n"})
+    assert lanes(target, "done")[0] == 0
+    ok(clone, "push")                                  # the attempt is on the server now
+    report = ok(repo, "tick")                          # ticks on its stale copy
+    assert {c["task_id"]: c["state"] for c in report["children"]}["b"] == "enrolled"
+    doc = ok(repo, "push")
+    assert statuses(doc)["refs/notes/lanes/lane/demo/b"] == "remote_ahead"
+    assert len(lane_record(bare)["attempts"]) == 1     # the lane's newer record stayed
+    assert refs(repo)["refs/notes/lanes/lane/demo/b"] != refs(bare)["refs/notes/lanes/lane/demo/b"]
+    ok(repo, "pull")
+    report = ok(repo, "tick")
+    assert {c["task_id"]: c["state"] for c in report["children"]}["b"] == "integrated", report
+
+
+def test_a_lease_failure_re_pulls_and_retries_then_gives_up_as_remote_moved(world, monkeypatch):
+    """Another process of the coordinator's repository pushes a newer state between this push's fetch
+    and its push: the lease fails, the push re-pulls and retries, and nothing is lost. A server that
+    keeps refusing ends, after 5 tries, in remote_moved with nothing pushed (the push is atomic)."""
+    from git_lanes.errors import LanesError
+    from git_lanes.remote import claims, replicate
+    from git_lanes.session import Session
+
+    repo, bare = world["repo"], world["bare"]
+    ok(repo, "push")
+    finish(repo, "b")
+    real_push, real_pull = replicate.push_atomic, replicate.pull
+    pulls: list[int] = []
+    fired: list[int] = []
+
+    def another_coordinator_push(git_, url, sends):
+        if not fired:
+            fired.append(1)
+            ok(repo, "release", "b")                                     # a newer state write...
+            subprocess.run(["git", "lanes", "push"], cwd=repo, check=True, capture_output=True)   # ...pushed first
+        return real_push(git_, url, sends)
+
+    def counting_pull(*args, **kw):
+        pulls.append(1)
+        return real_pull(*args, **kw)
+
+    monkeypatch.setattr(replicate, "push_atomic", another_coordinator_push)
+    monkeypatch.setattr(replicate, "pull", counting_pull)
+    doc = claims.sync_push(Session(cwd=str(repo)), "origin")
+    assert fired and pulls == [1]                      # the lease failed once: re-pulled, retried
+    assert not [r for r in doc["refs"] if r["status"] in ("rejected", "remote_moved")]
+    assert refs(bare)["refs/notes/lanes/batch/demo"] == refs(repo)["refs/notes/lanes/batch/demo"]
+    assert {c["task_id"]: c["state"] for c in ok(repo, "status", "demo")["children"]}["b"] == "released"
+
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'no pushes today' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    ok(repo, "release", "a")                           # something to push
+    before = refs(bare)
+    pulls.clear()
+    with pytest.raises(LanesError) as failed:
+        claims.sync_push(Session(cwd=str(repo)), "origin")
+    assert failed.value.code == "remote_moved" and len(pulls) == 4      # five pushes, pulling between them
+    assert refs(bare) == before
+
+
+def test_a_claim_whose_branch_moved_before_admission_is_refused_on_refs(world):
+    """§6.1's rules on refs: a claim whose lane branch is not a batch-branch commit is refused with the same
+    code, reported with its remote locator, and the child stays pending."""
+    repo = world["repo"]
+    ok(repo, "push")
+    clone = clone_of(world)
+    target = world["tmp"] / "early"
+    doc = ok(clone, "join", "demo", "b", "--path", str(target))
+    deliver(str(target), {"src/b/out.txt": "b\n"})
+    git(target, "add", "-A")
+    git(target, "commit", "-q", "-m", "too early")
+    ok(clone, "push")
+    ok(repo, "pull")
+    report = ok(repo, "tick")
+    assert {c["task_id"]: c["state"] for c in report["children"]}["b"] == "pending"
+    assert report["lane_refusals"] == [{"task_id": "b", "path": None, "remote": {
+        "clone_id": doc["claim"]["clone_id"], "host": doc["claim"]["host"]}, "reason": "batch_lane_base_mismatch"}]
+
+
+def test_heartbeat_silence_counts_a_future_heartbeat_as_now():
+    from git_lanes.lanehost import silence
+    from git_lanes.model import Claim
+
+    claim = Claim(at="2026-01-01T00:00:00.000Z", clone_id="c1", host="h", run_id="r",
+                  heartbeat_at="2026-01-01T00:09:00.000Z")
+    assert silence(claim, "2026-01-01T00:19:00.000Z", 600) is None
+    assert silence(claim, "2026-01-01T00:19:00.001Z", 600) == "no heartbeat from c1 since 2026-01-01T00:09:00.000Z"
+    assert silence(claim, "2025-12-31T23:00:00.000Z", 600) is None          # in the coordinator's future
+    old = claim.model_copy(update={"heartbeat_at": None})
+    assert silence(old, "2026-01-01T00:10:00.001Z", 600) == "no heartbeat from c1 since 2026-01-01T00:00:00.000Z"
+
+
+def test_heartbeats_keep_a_remote_lane_and_their_absence_parks_it_lost(world):
+    import time
+
+    from git_lanes.laneside import heartbeat
+    from git_lanes.session import Session
+
+    repo = world["repo"]
+    clone, target = joined_and_enrolled(world)
+    run_id = lane_record(clone)["run_id"]
+    clone_id = git(clone, "config", "lanes.cloneId").strip()
+    git(repo, "config", "lanes.remoteTimeout", "1")
+    time.sleep(1.2)
+    assert heartbeat(Session(cwd=str(clone)), "demo", "b", run_id) is True
+    beat = lane_record(clone)["claim"]["heartbeat_at"]
+    ok(clone, "push")
+    ok(repo, "pull")
+    assert {c["task_id"]: c["state"] for c in ok(repo, "tick")["children"]}["b"] == "enrolled"
+    time.sleep(1.2)
+    ok(repo, "pull")
+    child = next(c for c in ok(repo, "tick")["children"] if c["task_id"] == "b")
+    assert child["state"] == "needs_human"
+    assert child["reason"] == f"batch_lane_lost: no heartbeat from {clone_id} since {beat}"
+    # a parked remote lane of a finished batch goes with release --stale, its tip kept by the record
+    tip = refs(repo)["refs/heads/imm-lane/demo/b"]
+    ok(repo, "retire", "demo", "--yes")
+    doc = ok(repo, "release", "--stale", "demo")
+    assert [r["task_id"] for r in doc["released"]] == ["a", "b"]   # a: the fixture's local lane
+    assert "refs/heads/imm-lane/demo/b" not in refs(repo)
+    assert git(repo, "merge-base", "--is-ancestor", tip, "refs/notes/lanes/batch/demo") == ""
+
+
+def test_work_once_runs_an_admitted_lane_and_pushes_its_done(world, tmp_path):
+    """`work --once`: one round in the clone (the admitted lane's session, done, push); then the
+    coordinator integrates it."""
+    import sys
+
+    repo, bare = world["repo"], world["bare"]
+    clone, target = joined_and_enrolled(world)
+    script = tmp_path / "exec.py"
+    script.write_text("import os, pathlib\n"
+                      "p = pathlib.Path('src', os.environ['GIT_LANES_TASK'], 'out.txt')\n"
+                      "p.parent.mkdir(parents=True, exist_ok=True)\np.write_text('done\\n')\n")
+    code, out, err = lanes(clone, "work", "demo", "--remote", "origin", "--executor", f"{sys.executable} {script}",
+                           "--once")
+    assert code == 0, out + err
+    assert "b: session 1 started" in out and "done: passed" in out
+    assert len(lane_record(bare)["attempts"]) == 1
+    ok(repo, "pull")
+    assert {c["task_id"]: c["state"] for c in ok(repo, "tick")["children"]}["b"] == "integrated"
+    code, out, err = lanes(repo, "run", "demo", "--remote", "nowhere", "--yes")
+    assert code == 2 and "no remote named 'nowhere'" in err

@@ -1,4 +1,4 @@
-"""Beyond one machine (SPEC §14): push, pull, join."""
+"""Beyond one machine (SPEC §14): push, pull, join, work."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import click
 
 from . import render
 from .app import cli
-from .options import json_option, path_option, required_slug, session, task_arg
+from .options import complete_slugs, complete_tasks, json_option, path_option, session
+
+REMOTE_HELP = "The remote the batch travels through (a configured remote)."
 
 
 @cli.command("push")
@@ -14,9 +16,9 @@ from .options import json_option, path_option, required_slug, session, task_arg
 @json_option
 def push_cmd(remote, as_json) -> None:
     """Push git-lanes state, batch and lane branches to REMOTE (atomic, with leases)."""
-    from ..remote import push
+    from ..remote import push_retrying
 
-    render.replication(push(session(), remote), "pushed", as_json)
+    render.replication(push_retrying(session(), remote), "pushed", as_json)
 
 
 @cli.command("pull")
@@ -30,17 +32,46 @@ def pull_cmd(remote, as_json) -> None:
 
 
 @cli.command("join")
-@required_slug
-@task_arg
+@click.argument("first", metavar="[<slug>]", shell_complete=complete_slugs)
+@click.argument("task", required=False, metavar="<task>", shell_complete=complete_tasks)
+@click.option("--remote", default="origin", show_default=True, help=REMOTE_HELP)
 @path_option
 @json_option
-def join_cmd(slug, task, path, as_json) -> None:
-    """Create, in another clone, the lane a pulled provision handoff names."""
-    from ..remote import join
+def join_cmd(first, task, remote, path, as_json) -> None:
+    """Claim, in this clone, the lane a pulled provision handoff names."""
+    from ..remote.claims import join
 
-    doc = join(session(), slug, task, path)
+    slug, task = (None, first) if task is None else (first, task)
+    doc = join(session(), slug, task, path, remote=remote)
     if as_json:
         render.emit_json(doc)
+        return
+    render.say(f"joined {doc['task_id']}: {doc['lane_path']} on {doc['lane_branch']} at {doc['base_head'][:12]} "
+               f"(clone {doc['claim']['clone_id']})")
+    render.err("hint", "the coordinator admits the claim on its next pull and tick; 'git lanes pull "
+                       f"{remote}' shows it, then work in the lane and run 'git lanes done'")
+
+
+@cli.command("work")
+@click.argument("slug", required=False, shell_complete=complete_slugs)
+@click.option("--remote", required=True, help=REMOTE_HELP)
+@click.option("--executor", required=True, help="The executor command, run in each lane (no shell).")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Lanes this machine holds at once.")
+@click.option("--once", is_flag=True, help="One round (pull, release, join, run what is admitted), then exit.")
+@click.option("--interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True,
+              help="Seconds between pulls while nothing ends.")
+@json_option
+def work_cmd(slug, remote, executor, jobs, once, interval, as_json) -> None:
+    """The executor machine's loop: join lanes of a remote batch and run sessions in them."""
+    from ..remote.work import work
+
+    result = work(session(), slug, remote=remote, executor=executor, jobs=jobs, once=once, interval=interval,
+                  as_json=as_json, out=render.say)
+    if as_json:
+        render.emit_json(result.report)
     else:
-        render.say(f"joined {doc['task_id']}: {doc['lane_path']} on {doc['lane_branch']} at {doc['base_head'][:12]}")
-        render.err("hint", "commit in the lane and 'git lanes push'; the coordinator has not admitted it")
+        render.run_summary(result.report, result.summary)
+    if result.error:
+        render.err("error", result.error)
+    if result.exit_code:
+        raise render.Fail(result.exit_code)

@@ -26,14 +26,30 @@ def _finish(result, as_json: bool, after: str | None = None) -> None:
 
 @cli.command("run")
 @required_slug
-@click.option("--executor", required=True, help="The executor command, run in each lane (no shell).")
+@click.option("--executor", default=None, help="The executor command, run in each lane (no shell); "
+                                               "required unless --remote.")
 @click.option("--corrector", default=None, help="A command fed the failing checks' output on stdin.")
+@click.option("--remote", default=None, help="Coordinate executors on other machines through this remote "
+                                             "(they run 'git lanes work'); no local executor.")
+@click.option("--interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True,
+              help="With --remote: seconds between pull, tick, push rounds.")
 @start_options
 @json_option
-def run_cmd(slug, executor, corrector, as_json, yes, **kw) -> None:
+def run_cmd(slug, executor, corrector, remote, interval, as_json, yes, **kw) -> None:
     """Drive a batch unattended: provision, run executors, tick, correct, release."""
+    from ..errors import usage
     from ..run import run
 
+    if remote is not None:
+        if executor is not None or corrector is not None:
+            raise usage("--remote runs no local executor: --executor and --corrector go to 'git lanes work'")
+        from ..remote.coordinate import run_remote
+
+        result = run_remote(session(), slug, remote=remote, opts=start_opts(yes=yes, **kw), confirm=confirm_fn(yes),
+                            interval=interval, as_json=as_json, out=render.say)
+        return _finish(result, as_json)
+    if executor is None:
+        raise usage("Missing option '--executor' (or --remote to coordinate 'git lanes work' machines)")
     result = run(session(), slug, executor=executor, corrector=corrector, opts=start_opts(yes=yes, **kw),
                  confirm=confirm_fn(yes), as_json=as_json, out=render.say)
     _finish(result, as_json)

@@ -27,11 +27,14 @@ def provision_cmd(task, slug, path, as_json) -> None:
 @slug_option
 @click.option("--keep-branch", is_flag=True, help="Keep the lane branch.")
 @click.option("--stale", is_flag=True, help="Remove clean lanes of terminal batches.")
+@click.option("--remote", default="origin", show_default=True,
+              help="Where the release of a lane joined in this clone is pushed.")
 @json_option
-def release_cmd(task, slug, keep_branch, stale, as_json) -> None:
+def release_cmd(task, slug, keep_branch, stale, remote, as_json) -> None:
     """Remove a lane that a release handoff names (or --stale lanes of finished batches)."""
     from ..errors import usage
-    from ..steward import release, release_stale
+    from ..remote.claims import release
+    from ..steward import release_stale
 
     s = session()
     if stale:
@@ -39,12 +42,12 @@ def release_cmd(task, slug, keep_branch, stale, as_json) -> None:
     else:
         if task is None:
             raise usage("name the task to release (or use --stale)")
-        doc = release(s, s.choose_slug(slug), task, keep_branch=keep_branch)
+        doc = release(s, s.choose_slug(slug), task, keep_branch=keep_branch, remote=remote)
     if as_json:
         render.emit_json(doc)
         return
     for item in doc.get("released", []):
-        render.say(f"released {item['task_id']} ({item['path']})")
+        render.say(f"released {item['task_id']} ({item['path'] or 'no worktree here'})")
     for item in doc.get("skipped", []):
         render.say(f"kept {item['task_id']}: {item['reason']}")
 

@@ -17,13 +17,15 @@ def fetch_mirror(git: "Git", target: str, specs: Sequence[str]) -> None:
             "--no-recurse-submodules", "--", target, *specs)
 
 
-def push_atomic(git: "Git", target: str, sends: Sequence[tuple[str, str, str | None]]) -> dict[str, tuple[str, str]]:
-    """Push (local oid, remote ref, expected remote oid or None: absent) in ONE atomic push with
-    a lease on every ref; {remote ref: (porcelain flag, summary)} as `git push --porcelain` says."""
+def push_atomic(git: "Git", target: str,
+                sends: Sequence[tuple[str | None, str, str | None]]) -> dict[str, tuple[str, str]]:
+    """Push (local oid or None: delete, remote ref, expected remote oid or None: absent) in ONE atomic
+    push with a lease on every ref; {remote ref: (porcelain flag, summary)} as `git push --porcelain`
+    says (`-` for a deletion, `!` for a rejection, `=` up to date)."""
     argv = ["push", "--atomic", "--porcelain", "--no-verify", "--no-follow-tags", "--no-signed",
             "--no-recurse-submodules"]
     argv += [f"--force-with-lease={ref}:{expected or ''}" for _, ref, expected in sends]
-    argv += ["--", target] + [f"{oid}:{ref}" for oid, ref, _ in sends]
+    argv += ["--", target] + [f"{oid or ''}:{ref}" for oid, ref, _ in sends]
     proc = git.run(*argv, check=False)
     lines = _porcelain(proc.stdout.decode("utf-8", "replace"))
     if proc.returncode != 0 and not lines:

@@ -48,9 +48,10 @@ class WorktreeList(list):
         self._by_path = {os.path.realpath(wt.path): wt for wt in self}
         self._by_branch = {wt.branch: wt for wt in self if wt.branch}
 
-    def at(self, path: str) -> Worktree | None:
-        """The worktree whose root is `path` (after resolving symbolic links), or None."""
-        return self._by_path.get(os.path.realpath(path))
+    def at(self, path: str | None) -> Worktree | None:
+        """The worktree whose root is `path` (after resolving symbolic links), or None (also for no path:
+        a lane of another clone has none here)."""
+        return self._by_path.get(os.path.realpath(path)) if path else None
 
     def on(self, branch_ref: str) -> Worktree | None:
         """The worktree checked out on the full ref `branch_ref`, or None."""

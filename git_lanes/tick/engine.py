@@ -72,7 +72,7 @@ def move_lane_branch(s: "Session", child: "Child") -> None:
         s.git.refs.update([(ref, lane.lane_commit, tip)], f"git-lanes: lane commit of {child.task_id}")
     except RefRaceError:
         return
-    if os.path.isdir(lane.path):
+    if lane.path and os.path.isdir(lane.path):   # a lane of another clone refreshes on its own pull (§14)
         s.git.work.refresh_index(lane.path)
 
 

@@ -10,14 +10,13 @@
 from __future__ import annotations
 
 import os
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from .. import authority, lifecycle
 from ..decisions.admission import admission_refusal
 from ..errors import refused
 from ..gitio import LaneBranch
-from ..model import DONE, FinalVerification, Lane
+from ..model import DONE, FinalVerification
 from ..report import LaneView, build_report, handoffs, startable_now, stop_decision
 from ..store import CorruptRecord
 from .observe import obligation_after_pass
@@ -32,37 +31,34 @@ if TYPE_CHECKING:
 # -- step 11: admit --------------------------------------------------------------------------------------
 
 def admit(t: TickState) -> bool:
+    """`--offer`s and the claims pulled from other clones (a claim waits while its child cannot start)."""
     rec = t.record
-    for task_id, path in t.req.offers:
+    for offer in t.lanes.offers(t.req.offers, t.slug, rec):
+        task_id = offer.task_id
         child = rec.child(task_id)
         if child is None or child.state != "pending" or task_id not in startable_now(rec, t.scopes):
-            _refuse_offer(t, task_id, path, "batch_lane_unknown_child")
+            if not offer.standing:
+                _refuse_offer(t, task_id, offer.where(), "batch_lane_unknown_child")
             continue
         blockers = [rec.child(b).commit for b in child.blocked_by]
 
         def base_ok(lane_head: str) -> bool:
             return t.on_branch(lane_head) and all(b and t.on_branch(b, lane_head) for b in blockers)
 
-        def occupied(real: str) -> str | None:
-            return next((o.task_id for o in rec.children if o.lane and o.state != "released"
-                         and o.lane.path and os.path.realpath(o.lane.path) == real), None)
-
         branch = LaneBranch(t.slug, task_id)
-        facts = t.lanes.facts(path, coordinator=rec.coordinator, expected_branch=branch.name, base_ok=base_ok,
-                              occupied=occupied)
+        facts = t.lanes.facts(offer, rec, branch.name, base_ok)
         reason = admission_refusal(facts, branch.name)
         if reason:
-            _refuse_offer(t, task_id, facts.real_path, reason)
+            _refuse_offer(t, task_id, offer.where(), reason)
             continue
-        lifecycle.enroll(child, Lane(path=facts.real_path, branch=branch.name, base_head=facts.head,
-                                     run_id=uuid.uuid4().hex[:16]))
+        lifecycle.enroll(child, t.lanes.lane(offer, facts, branch.name))
         t.views[task_id] = LaneView(next_obligation="implement")
         t.events.append(f"enrolled {task_id}")
     return True
 
 
-def _refuse_offer(t: TickState, task_id: str, path: str, reason: str) -> None:
-    t.extras.lane_refusals.append({"task_id": task_id, "path": os.path.realpath(path), "reason": reason})
+def _refuse_offer(t: TickState, task_id: str, where: dict[str, Any], reason: str) -> None:
+    t.extras.lane_refusals.append({"task_id": task_id, **where, "reason": reason})
 
 
 # -- step 12: complete -------------------------------------------------------------------------------------
@@ -158,9 +154,9 @@ def report(t: TickState, write: bool = True) -> Outcome:
         if c.state == "enrolled" and c.task_id not in t.views and c.lane:
             _passive_view(t, c)
         if c.state == "integrated" and c.lane:
-            where = t.lanes.presence(c.lane.path)
+            where = t.lanes.presence(c.lane)
             t.view(c.task_id).clean_on_branch = where.exists and where.branch == "refs/heads/" + c.lane.branch and \
-                t.lanes.clean(c.lane.path, c.lane.lane_commit if where.head == c.lane.lane_commit else None)
+                t.lanes.clean(c.lane, c.lane.lane_commit if where.head == c.lane.lane_commit else None)
     commits = t.batch_commits()
     head = t.git.refs.resolve(t.branch.ref)
     hand = handoffs(rec, t.views, t.scopes if rec.batch_state == "running" else {}, head, set(commits),

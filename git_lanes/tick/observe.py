@@ -102,9 +102,9 @@ def earlier_run(rec: "BatchRecord", child: "Child", lrec: "LaneRecord") -> bool:
 def view_lane(t: TickState, child: "Child") -> LaneView | None:
     """Read the lane's record; None (after parking the child) when the lane cannot be observed."""
     lane = child.lane
-    where = t.lanes.presence(lane.path)
-    if not where.exists or where.branch != "refs/heads/" + lane.branch:
-        t.park(child, "batch_lane_lost")
+    where = t.lanes.presence(lane)
+    if not where.exists or where.branch != "refs/heads/" + lane.branch or where.lost:
+        t.park(child, f"batch_lane_lost: {where.lost}" if where.lost else "batch_lane_lost")
         return None
     try:
         lrec, _ = t.s.lanes.read(t.slug, child.task_id)
@@ -164,7 +164,7 @@ def observe(t: TickState) -> bool:
             continue
         if view.next_obligation == "settled":
             attempt = lrec.qa_attempts[-1]
-            if t.lanes.delivery_tree(child.lane.path) != attempt.tree:
+            if t.lanes.delivery_tree(child.lane) != attempt.tree:
                 view.next_obligation = "implement"
                 continue
             lifecycle.settle(child, attempt.at, len(lrec.qa_attempts) - 1)

@@ -160,9 +160,9 @@ def adopt(t: TickState) -> bool:
 
 
 def record_releases(t: TickState) -> bool:
-    """Step 4: an integrated child whose lane path is gone is released."""
+    """Step 4: an integrated child whose lane is gone (a remote lane: released in its clone) is released."""
     for c in t.record.children:
-        if c.state == "integrated" and c.lane and not t.lanes.presence(c.lane.path).exists:
+        if c.state == "integrated" and c.lane and not t.lanes.presence(c.lane).exists:
             lifecycle.release(c)
             t.events.append(f"released {c.task_id}")
     return True

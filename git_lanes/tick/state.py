@@ -18,7 +18,7 @@ from ..store import CorruptRecord, evidence_lock
 from .request import Outcome, Request
 
 if TYPE_CHECKING:
-    from ..lanehost import LocalLanes
+    from ..lanehost import Lanes
     from ..model import BatchRecord, Child, LaneRecord, QaAttempt
     from ..session import Session
     from ..store import Transaction
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 class TickState:
     def __init__(self, s: "Session", slug: str, req: Request, tx: "Transaction", *, schedule: bool = True) -> None:
-        from ..lanehost import LocalLanes
+        from ..lanehost import Lanes
 
         self.s = s
         self.git = s.git
@@ -46,7 +46,7 @@ class TickState:
         self.continue_start: str | None = None   # how to finish an interrupted `start` (repair.guards)
         self.pending: "Pending | None" = None    # a candidate recorded by step 9, to verify
         self.landing: "Pending | None" = None    # a verified candidate this hold lands
-        self.lanes: "LocalLanes" = LocalLanes(s)
+        self.lanes: "Lanes" = Lanes(s)
         self._scopes: dict[str, list[str]] | None = None
         self._hist: list[str] | None = None
         self._hist_set: set[str] = set()

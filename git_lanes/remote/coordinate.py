@@ -1,0 +1,265 @@
+"""`git lanes run <slug> --remote R [start's options] [--interval S]`: the coordinator loop without
+local executors (SPEC §14 v3).
+
+    start      as `run` does when no batch is active (never resumes a `needs_human` one)
+    push       the record, so executor machines see the provision handoffs
+    then, until the batch is terminal or needs a human:
+      pull     lane branches and lane records (claims, attempts, heartbeats, releases); a failed
+               pull skips the tick, and after a pull failed the next tick waits lanes.remoteTimeout/3
+               more: heartbeats that could not travel never park a lane
+      tick     admits claims, observes, corrects (the default correction, through the inbox),
+               lane-commits, integrates, parks lanes whose heartbeat stopped; when several lanes
+               delivered, each first gets a tick (and a push) of its own, oldest delivery first
+      push     record, evidence, batch branch, lane commits, deletions of released lanes' branches
+      wait     --interval seconds
+After a terminal state the loop goes on while integrated remote lanes still have a live heartbeat
+(their machines release them), so the lanes end released and `audit` finds nothing.
+Same progress lines, summary and exit codes as `run` (§13).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from ..decisions.instruction import MAX_TEXT, InstructionRequest
+from ..errors import LanesError, usage
+from ..ids import check_id
+from ..lanehost import remote_timeout, silence
+from ..model import TERMINAL
+from ..run import RunResult, _log_dir, summary_facts
+from ..run.loop import Driver, Stop
+from ..run.prompts import default_correction, failing_checks
+from ..session import Session
+from ..store import CorruptRecord
+from ..tick import Request, status_report
+from .claims import failure_text, sync_push
+from .replicate import pull, unsent
+
+
+class Coordinator:
+    def __init__(self, s: Session, slug: str, remote: str, interval: float, driver: Driver) -> None:
+        self.s = s
+        self.slug = slug
+        self.remote = remote
+        self.interval = interval
+        self.driver = driver
+        self.cs = driver.cs
+        self.pulls = 0
+        self.pushes = 0
+        self.unreachable: str | None = None
+        self.pull_failed = False
+        self.hold_until = 0.0                # after an outage: no tick before the lanes could push heartbeats
+        self.lanes: dict[str, str] = {}     # task -> clone id of the remote lane it was admitted with
+
+    @property
+    def interrupted(self) -> threading.Event:
+        return self.driver.interrupted
+
+    def event(self, text: str) -> None:
+        self.driver.progress.event(text)
+
+    def _failed(self, exc: LanesError) -> None:
+        text = failure_text(exc)
+        if text != self.unreachable:
+            self.event(f"{self.remote}: {text}; retrying every {self.interval:g} s")
+        self.unreachable = text
+
+    def pull(self) -> bool:
+        try:
+            doc = pull(self.cs, self.remote)
+        except LanesError as exc:
+            self._failed(exc)
+            self.pull_failed = True
+            return False
+        self.pulls += 1
+        if self.pull_failed:   # the lanes could not push their heartbeats either: give them time to
+            grace = remote_timeout(self.cs.git) / 3 + 2 * self.interval
+            self.hold_until = time.monotonic() + grace
+            self.event(f"{self.remote} reachable again; the next tick in {grace:.0f} s, once the lanes pushed "
+                       "their heartbeats")
+            self.pull_failed = False
+        elif self.unreachable:
+            self.event(f"{self.remote} reachable again")
+        self.unreachable = None
+        for r in doc["refs"]:
+            if r["status"] == "remote_moved" and r["ref"].startswith("refs/notes/lanes/batch/"):
+                self.event(f"remote_moved: {r['ref']} diverged on {self.remote}; not overwritten")
+        return True
+
+    def push(self) -> bool:
+        try:
+            if not unsent(self.cs, self.remote):
+                return True
+            doc = sync_push(self.cs, self.remote)
+        except LanesError as exc:
+            self._failed(exc)
+            return False
+        self.pushes += 1
+        for r in doc["refs"]:
+            if r["status"] == "remote_moved":
+                self.event(f"remote_moved: {r['ref']} diverged on {self.remote}; not overwritten")
+        return True
+
+    # -- the loop ----------------------------------------------------------------------------------------
+
+    def drive(self) -> None:
+        self.push()
+        ended_at: float | None = None
+        while not self.interrupted.is_set():
+            busy = False
+            if self.pull() and time.monotonic() >= self.hold_until:
+                record_ref = self.cs.batches.ref(self.slug)
+                before = self.cs.git.refs.resolve(record_ref)
+                for task in self.delivered():   # each lane that delivered lands and is pushed on its own,
+                    self.tick({task})           # so the handoffs it unblocks leave at once (as `run` ticks
+                    self.push()                 # once per ended session)
+                report = self.tick()
+                state = report["batch_state"]
+                if state == "running":
+                    report = self.correct(report)
+                busy = self.cs.git.refs.resolve(record_ref) != before   # it wrote: news came, more may have
+                self.push()
+                state = self.driver.report["batch_state"]
+                if state == "needs_human":
+                    return
+                if state in TERMINAL:
+                    ended_at = ended_at or time.monotonic()
+                    if not self.awaiting_release(ended_at):
+                        return
+            if not busy:
+                self.interrupted.wait(self.interval)
+
+    def delivered(self) -> list[str]:
+        """Children whose lane recorded attempts this record has not seen, oldest delivery first."""
+        snap = self.cs.batches.read(self.slug)
+        found = []
+        for c in snap.record.children if snap is not None and snap.record.batch_state == "running" else []:
+            if c.state != "enrolled" or c.lane is None:
+                continue
+            try:
+                lrec, _ = self.cs.lanes.read(self.slug, c.task_id)
+            except CorruptRecord:
+                continue
+            if lrec is not None and lrec.run_id == c.lane.run_id and len(lrec.qa_attempts) > c.qa_attempts_seen:
+                found.append((lrec.qa_attempts[-1].at, c.task_id))
+        return [task for _, task in sorted(found)] if len(found) > 1 else []
+
+    def tick(self, only: set[str] | None = None) -> dict[str, Any]:
+        report = self.driver.tick(Request(actor="run", only=only))
+        for c in report["children"]:
+            remote = (c.get("lane") or {}).get("remote")
+            if c["state"] == "enrolled" and remote and self.lanes.get(c["task_id"]) != remote["clone_id"]:
+                self.lanes[c["task_id"]] = remote["clone_id"]
+                self.driver.track_of(c["task_id"]).first_start = time.monotonic()
+                self.event(f"{c['task_id']}: lane in clone {remote['clone_id']} ({remote['host']})")
+        return report
+
+    def correct(self, report: dict[str, Any]) -> dict[str, Any]:
+        """The default correction (§13) for every child that needs one; it reaches the lane's inbox."""
+        for h in [h for h in report["handoffs"] if h.get("action") == "correct"]:
+            task = h["task_id"]
+            try:
+                lrec, _ = self.cs.lanes.read(self.slug, task)
+            except CorruptRecord:
+                lrec = None
+            text = default_correction(task, failing_checks(lrec))
+            req = InstructionRequest(task_id=task, kind="correction", text=text[:MAX_TEXT], session_state="idle")
+            report = self.driver.tick(Request(instruction=req, actor="run"))
+            li = report.get("lane_instruction") or {}
+            if not li.get("accepted"):
+                raise Stop(f"the correction for {task} was refused: {li.get('reason')}")
+            self.event(f"{task}: correction sent ({len(text)} characters)")
+        return report
+
+    def awaiting_release(self, ended_at: float) -> bool:
+        """Integrated remote lanes whose machines still beat: they release them soon (bounded by the timeout)."""
+        timeout = remote_timeout(self.cs.git)
+        if time.monotonic() - ended_at > timeout:
+            return False
+        snap = self.cs.batches.read(self.slug)
+        for c in snap.record.children if snap else []:
+            if c.state != "integrated" or c.lane is None or c.lane.remote is None:
+                continue
+            try:
+                lrec, _ = self.cs.lanes.read(self.slug, c.task_id)
+            except CorruptRecord:
+                continue
+            if lrec is not None and lrec.claim is not None and lrec.released is None \
+                    and silence(lrec.claim, self.cs.clock(), timeout) is None:
+                return True
+        return False
+
+
+def run_remote(s: Session, slug: str, *, remote: str, opts=None, confirm: Callable[[str], bool] | None = None,
+               interval: float = 2.0, as_json: bool = False, out: Callable[[str], None] = print) -> RunResult:
+    """Drive the batch of `slug` with executors on other machines; exit codes as `run` (§13)."""
+    from ..start import StartOptions, start
+
+    check_id(slug, "slug")
+    if s.git.config_get(f"remote.{remote}.url") is None:
+        raise usage(f"--remote: no remote named '{remote}' (add one with 'git remote add')")
+    if interval <= 0:
+        raise usage("--interval must be more than 0")
+    opts = opts or StartOptions()
+    snap = s.batches.read(slug)
+    if snap is None or snap.record.terminal:
+        record = start(s, slug, opts, confirm or (lambda text: True))
+        how = "started"
+    else:
+        record, how = snap.record, "continuing"
+        if record.batch_state == "needs_human":
+            report = status_report(s, slug)
+            return RunResult(report, 1, f"batch_needs_human: batch {record.batch_id} needs a human decision "
+                                        f"({record.reason}); run never resumes it: inspect 'git lanes status', "
+                                        f"then 'git lanes resume {slug}' and run again",
+                             summary_facts(s, slug, report, None, _log_dir(s, record.batch_id)))
+    log_dir = _log_dir(s, record.batch_id)
+    driver = Driver(s, slug, record, [], None, as_json, out, log_dir)
+    coord = Coordinator(s, slug, remote, interval, driver)
+    driver.progress.event(f"{how} batch {record.batch_id} (max parallel {record.max_parallel}); executors: "
+                          f"'git lanes work {slug} --remote <name>' on machines that share {remote}")
+    return _finish(coord, log_dir)
+
+
+def _finish(coord: Coordinator, log_dir: str) -> RunResult:
+    import signal
+
+    driver = coord.driver
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, driver.on_sigint) if in_main else None
+    try:
+        coord.drive()
+    except Stop as stop:
+        driver.stop_reason = str(stop)
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, previous)
+    cs, slug = coord.cs, coord.slug
+    interrupted = driver.interrupted.is_set()
+    final = status_report(cs, slug)
+    for c in final["children"]:   # sessions ran elsewhere: their `done`s are the attempts the lanes recorded
+        try:
+            lrec, _ = cs.lanes.read(slug, c["task_id"])
+        except CorruptRecord:
+            continue
+        if lrec is not None and lrec.claim is not None:
+            driver.track_of(c["task_id"]).sessions = len(lrec.qa_attempts)
+    coord.event(f"{coord.remote}: {coord.pulls} pull(s), {coord.pushes} push(es)")
+    driver.progress.close()
+    result = RunResult(final, 0, None, summary_facts(cs, slug, final, driver, log_dir))
+    fv = final.get("final_verification") or {}
+    if interrupted:
+        result.exit_code, result.error = 130, (f"interrupted; the batch is left as it is: run 'git lanes run {slug} "
+                                              f"--remote {coord.remote}' again to continue")
+    elif driver.stop_reason:
+        result.exit_code, result.error = 1, driver.stop_reason
+    elif final["batch_state"] == "needs_human":
+        result.exit_code, result.error = 1, (f"batch_needs_human: {final.get('reason')}; inspect 'git lanes status "
+                                             f"{slug}', then 'git lanes resume {slug}' and run again")
+    elif final["batch_state"] != "completed" or not fv.get("passed"):
+        result.exit_code = 1
+        result.error = ("the final verification did not pass" if final["batch_state"] == "completed"
+                        else f"the batch ended {final['batch_state']}: {final.get('reason')}")
+    return result

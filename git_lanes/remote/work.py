@@ -1,0 +1,437 @@
+"""`git lanes work [<slug>] --remote R --executor CMD [--jobs N] [--once]`: the executor machine (SPEC §14).
+
+One process, one loop, everything it knows read from what the last pull brought:
+
+    pull          the batch record, every lane record and branch (a failed pull: say so, go on)
+    release       lanes of this clone that the coordinator's release handoffs name
+    stop          the batch is terminal (exit 0 when completed, else 1) or needs a human (exit 1)
+    sessions      for each lane of this clone the coordinator enrolled whose next step is to
+                  implement (no attempt, a failed one below the QA limit, a correction arrived): one
+                  executor session exactly as `git lanes run` runs it (prompt, log, `done` after it)
+    join          provision handoffs, up to N lanes held (a lost claim race just moves on)
+    heartbeat     every `lanes.remoteTimeout / 3` seconds, `claim.heartbeat_at` of each lane held
+    wait          until a session ends (then push at once) or `--interval` passes
+
+Pushes carry only the refs this clone writes (its lanes' branches and records), after each `done`,
+each heartbeat and each release; a lease that fails re-pulls and retries (`claims.sync_push`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..checks import split_command
+from ..errors import LanesError, usage
+from ..lanehost import clone_id, live_claim, remote_timeout
+from ..laneside import give_up, heartbeat
+from ..model import TERMINAL
+from ..run import RunResult, summary_facts
+from ..run.progress import Progress, Track, child_rows
+from ..run.sessions import Sessions
+from ..session import Session
+from ..store import CorruptRecord
+from .claims import claimed_elsewhere, failure_text, held_lanes, join, own_refs, release, sync_push, wants_session
+from .replicate import pull, resolve_remote, unsent
+
+EMPTY_SESSIONS = 2    # sessions in a row without a delivery before the lane gives up (as `run`)
+ERRORS = 2            # sessions in a row that failed to run before the lane gives up
+JOIN_BACKOFF = 3      # rounds a task is left alone after a join of it failed
+
+
+@dataclass
+class Held:
+    """A lane this clone claimed (admitted or not yet)."""
+    task_id: str
+    run_id: str
+    path: str
+
+
+@dataclass
+class Worker:
+    s: Session
+    slug: str | None
+    remote: str
+    argv: list[str]
+    jobs: int
+    interval: float
+    out: Callable[[str], None]
+    as_json: bool
+    once: bool = False
+    track: dict[str, Track] = field(default_factory=dict)
+    held: dict[str, Held] = field(default_factory=dict)
+    pulls: int = 0
+    pushes: int = 0
+    report: dict[str, Any] = field(default_factory=dict)
+    sessions: Sessions | None = None
+    batch_id: str | None = None
+    interrupted: threading.Event = field(default_factory=threading.Event)
+    skip: dict[str, int] = field(default_factory=dict)
+    unreachable: str | None = None
+
+    def __post_init__(self) -> None:
+        self.git = self.s.git
+        self.clone = clone_id(self.git, create=True)
+        self.beat_every = remote_timeout(self.git) / 3
+        self.last_beat = time.monotonic()
+        tty = sys.stdout.isatty() and os.environ.get("TERM", "") not in ("", "dumb")
+        self.progress = Progress(self.out, tty, quiet_stdout=self.as_json)
+        self.progress.rows = lambda: child_rows(self.report, self.track, self.active(), time.monotonic())
+        self.states: dict[str, str] = {}
+
+    def active(self) -> dict[str, Any]:
+        return self.sessions.active if self.sessions is not None else {}
+
+    def event(self, text: str) -> None:
+        self.progress.event(text)
+
+    # -- talking to the remote ------------------------------------------------------------------------
+
+    def pull(self) -> bool:
+        try:
+            pull(self.s, self.remote)
+        except LanesError as exc:
+            self._unreachable(exc)
+            return False
+        self.pulls += 1
+        if self.unreachable:
+            self.event(f"{self.remote} reachable again")
+            self.unreachable = None
+        return True
+
+    def push(self) -> None:
+        """Push what this clone wrote (its lanes' branches and records)."""
+        if self.slug is None:
+            return
+        refs = own_refs(self.s, self.slug)
+        try:
+            if not refs or not unsent(self.s, self.remote, refs.__contains__):
+                return
+            doc = sync_push(self.s, self.remote, only=refs.__contains__)
+        except LanesError as exc:
+            self._unreachable(exc)
+            return
+        self.pushes += 1
+        for r in doc["refs"]:
+            if r["status"] == "remote_moved":
+                self.event(f"remote_moved: {r['ref']} diverged on {self.remote}; not overwritten")
+
+    def _unreachable(self, exc: LanesError) -> None:
+        text = failure_text(exc)
+        if text != self.unreachable:
+            self.event(f"{self.remote}: {text}; retrying every {self.interval:g} s (sessions go on)")
+        self.unreachable = text
+
+    # -- the loop -----------------------------------------------------------------------------------------
+
+    def drive(self) -> None:
+        while not self.interrupted.is_set():
+            pulled = self.pull()
+            if not pulled and self.slug is None:
+                self.wait()
+                continue
+            rec = self._record()
+            if rec is None:
+                if self.once:
+                    raise usage(f"no batch on {self.remote} yet")
+                self.wait()
+                continue
+            self.report = self._status()
+            self.note(self.report)
+            state = rec.batch_state
+            if state in TERMINAL or state == "needs_human":
+                self.release_done()
+                return
+            self.forget(rec)
+            self.start_sessions(rec)
+            if pulled:
+                self.join_more()      # before releases: a join is on the batch's critical path, a release is not
+            self.release_done()
+            self.beat(force=False)
+            if self.once:
+                self.wait_all()
+                return
+            self.wait()
+
+    def _record(self):
+        if self.slug is None:
+            try:
+                self.slug = self.s.choose_slug(None)
+            except LanesError:
+                return None
+        snap = self.s.batches.read(self.slug)
+        if snap is None:
+            return None
+        rec = snap.record
+        if rec.batch_id != self.batch_id:
+            self._new_batch(rec)
+        return rec
+
+    def _new_batch(self, rec) -> None:
+        from ..run import _log_dir   # the same session logs as `run`
+
+        if self.sessions is not None:
+            self.sessions.kill(signal.SIGTERM)
+            self.sessions.wind_down()
+        self.batch_id = rec.batch_id
+        self.held.clear()
+        self.log_dir = _log_dir(self.s, rec.batch_id)
+        self.sessions = Sessions(slug=rec.slug, batch_id=rec.batch_id, argv=self.argv,
+                                 local_vars=tuple(self.git.local_env_vars), log_dir=self.log_dir)
+        self.sessions.interrupted = self.interrupted
+        self.event(f"working on batch {rec.batch_id} ({rec.slug}) from {self.remote} as clone {self.clone} "
+                   f"(jobs {self.jobs}); executor: {' '.join(self.argv)}")
+        self.event(f"session logs: {self.log_dir}/<task>-<n>.log")
+        self._adopt(rec)
+
+    def _adopt(self, rec) -> None:
+        """Lanes this clone claimed before (an earlier `work` or `join`): held again."""
+        for task, (run_id, path) in held_lanes(self.s, rec).items():
+            self.held[task] = Held(task, run_id, path)
+
+    def _status(self) -> dict[str, Any]:
+        from ..tick import status_report
+
+        return status_report(self.s, self.slug)
+
+    def note(self, report: dict[str, Any]) -> None:
+        for c in report["children"]:
+            task, state = c["task_id"], c["state"]
+            before = self.states.get(task)
+            self.states[task] = state
+            if before is None or before == state or task not in self.held:
+                continue
+            if state == "enrolled" and before == "pending":
+                self.event(f"{task}: admitted by the coordinator")
+            elif state in ("integrated", "released") and before not in ("integrated", "released"):
+                self.track_of(task).finished = time.monotonic()
+                self.event(f"{task}: integrated {(c.get('commit') or '')[:12]}")
+            elif state == "needs_human":
+                self.event(f"{task}: parked: {c.get('reason')}")
+        self.progress.draw()
+
+    def track_of(self, task: str) -> Track:
+        return self.track.setdefault(task, Track())
+
+    # -- what to do with the lanes held --------------------------------------------------------------------
+
+    def release_done(self) -> None:
+        """Release the lanes the release handoffs name for this clone; one push for all of them."""
+        released = 0
+        for h in self.report.get("handoffs", []):
+            if h.get("action") != "release" or (h.get("remote") or {}).get("clone_id") != self.clone:
+                continue
+            task = h["task_id"]
+            if task in self.active():
+                continue
+            try:
+                release(self.s, self.slug, task, remote=None)
+            except LanesError as exc:
+                self.event(f"{task}: lane not released: {exc.message}")
+                continue
+            released += 1
+            self.held.pop(task, None)
+            self.event(f"{task}: lane released")
+        if released:
+            self.push()
+
+    def forget(self, rec) -> None:
+        """Lanes that are no longer this clone's to work (parked, restarted, taken elsewhere)."""
+        for task, held in list(self.held.items()):
+            child = rec.child(task)
+            if child is None:
+                self.held.pop(task)
+                continue
+            if child.lane is not None and child.lane.run_id == held.run_id and \
+                    child.state not in ("needs_human", "released"):
+                continue
+            if child.state == "pending":
+                try:
+                    lrec, _ = self.s.lanes.read(rec.slug, task)
+                except CorruptRecord:
+                    lrec = None
+                claim = live_claim(rec, task, lrec)
+                if claim is not None and claim.run_id == held.run_id:
+                    continue   # claimed, not admitted yet
+            self.held.pop(task)
+            why = f"{child.state}: {child.reason}" if child.reason else child.state
+            self.event(f"{task}: no longer this clone's lane ({why}); its worktree {held.path} stays")
+
+    def start_sessions(self, rec) -> None:
+        for task, held in self.held.items():
+            if self.interrupted.is_set():
+                return
+            child = rec.child(task)
+            if task in self.active() or child is None or child.state != "enrolled" or child.lane is None \
+                    or child.lane.run_id != held.run_id or not wants_session(self.s, rec, child):
+                continue
+            tr = self.track_of(task)
+            n = self.sessions.next_n(task, tr)
+            tr.sessions += 1
+            if tr.first_start is None:
+                tr.first_start = time.monotonic()
+            tr.finished = None
+            self.sessions.start(task, held.path, n)
+            self.event(f"{task}: session {n} started")
+
+    def join_more(self) -> None:
+        room = self.jobs - len(self.held)
+        handoffs = [h for h in self.report.get("handoffs", []) if h.get("action") == "provision"]
+        # every machine sees the same handoffs: each takes them in an order of its own, so claims rarely collide
+        handoffs.sort(key=lambda h: hashlib.sha256(f"{self.clone}/{h['task_id']}".encode()).hexdigest())
+        rec = self.s.batches.read(self.slug).record
+        for h in handoffs:
+            task = h["task_id"]
+            if room <= 0 or self.interrupted.is_set():
+                return
+            if task in self.held or claimed_elsewhere(self.s, rec, task):
+                continue
+            if self.skip.get(task, 0) > 0:
+                self.skip[task] -= 1
+                continue
+            try:
+                doc = join(self.s, self.slug, task, remote=self.remote, attempts=1, pulled=True)
+            except LanesError as exc:
+                if exc.code != "batch_lane_claimed":
+                    self.skip[task] = JOIN_BACKOFF
+                self.event(f"{task}: not joined: {exc.message}")
+                continue
+            self.pushes += 1
+            room -= 1
+            self.held[task] = Held(task, doc["claim"]["run_id"], doc["lane_path"])   # the claim is its first beat
+            self.event(f"{task}: joined, lane {doc['lane_path']} (waits for the coordinator to admit it)")
+
+    def beat(self, force: bool) -> None:
+        if not self.held or (not force and time.monotonic() - self.last_beat < self.beat_every):
+            return
+        self.last_beat = time.monotonic()
+        for held in list(self.held.values()):
+            try:
+                heartbeat(self.s, self.slug, held.task_id, held.run_id)
+            except LanesError as exc:
+                self.event(f"{held.task_id}: heartbeat not written: {exc.message}")
+        self.push()
+
+    # -- waiting --------------------------------------------------------------------------------------------
+
+    def wait(self) -> None:
+        """Until a session ends (push, then back to the loop) or `--interval` passed; heartbeats meanwhile."""
+        deadline = time.monotonic() + self.interval
+        while not self.interrupted.is_set():
+            now = time.monotonic()
+            if self.held and now - self.last_beat >= self.beat_every:
+                self.beat(force=True)
+                continue
+            until = min(deadline, self.last_beat + self.beat_every if self.held else deadline)
+            ended = self._ended(max(0.0, until - now))
+            if ended:
+                for sess in ended:
+                    self.after_session(sess)
+                self.push()
+                return
+            if time.monotonic() >= deadline:
+                return
+            self.progress.draw(force=False)
+
+    def _ended(self, timeout: float) -> list:
+        if self.sessions is None:
+            self.interrupted.wait(timeout)
+            return []
+        try:
+            first = self.sessions.ended.get(timeout=timeout)
+        except queue.Empty:
+            return []
+        ended = [first]
+        while True:
+            try:
+                ended.append(self.sessions.ended.get_nowait())
+            except queue.Empty:
+                return ended
+
+    def wait_all(self) -> None:
+        while self.active() and not self.interrupted.is_set():
+            self.wait()
+
+    def after_session(self, sess) -> None:
+        self.sessions.finished(sess)
+        tr = self.track_of(sess.task_id)
+        took = (sess.ended or time.monotonic()) - sess.started
+        code = "" if sess.exit_code is None else f"exit code {sess.exit_code}, "
+        self.event(f"{sess.task_id}: session {sess.n} ended ({code}{took:.1f} s): {sess.outcome}")
+        bad = sess.outcome.startswith("error")
+        tr.errors = tr.errors + 1 if bad else 0
+        tr.empty = tr.empty + 1 if sess.outcome == "delivered nothing" else 0
+        if tr.errors < ERRORS and tr.empty < EMPTY_SESSIONS:
+            return
+        text = (f"{tr.errors} executor sessions in a row failed: {sess.outcome}" if bad else
+                f"{tr.empty} executor sessions in a row ended without a delivery "
+                f"(last: exit code {sess.exit_code}; log {sess.log_path})")
+        try:
+            give_up(self.sessions.lane_session(sess.lane_path), text[:4000])
+        except LanesError as exc:
+            self.event(f"{sess.task_id}: giving up failed: {exc.message}")
+            return
+        self.event(f"{sess.task_id}: gave up: {text}")
+
+    def on_sigint(self, signum, frame) -> None:
+        if self.interrupted.is_set():
+            raise KeyboardInterrupt
+        self.interrupted.set()
+        if self.sessions is not None:
+            self.sessions.kill(signal.SIGTERM)
+
+
+def work(s: Session, slug: str | None, *, remote: str, executor: str, jobs: int = 1, once: bool = False,
+         interval: float = 2.0, as_json: bool = False, out: Callable[[str], None] = print) -> RunResult:
+    """The executor machine's loop; exit 0 when the batch completed, 1 when it needs a human or ended otherwise."""
+    import shutil
+
+    resolve_remote(s.git, remote)
+    if s.git.config_get(f"remote.{remote}.url") is None:
+        raise usage(f"--remote: no remote named '{remote}' (add one with 'git remote add')")
+    argv = split_command(executor)
+    if argv and os.sep not in argv[0] and shutil.which(argv[0]) is None:
+        raise usage(f"--executor: {argv[0]}: command not found")
+    if jobs < 1 or interval <= 0:
+        raise usage("--jobs must be at least 1 and --interval more than 0")
+    worker = Worker(s, slug, remote, argv, jobs, interval, out, as_json, once=once)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, worker.on_sigint) if in_main else None
+    try:
+        try:
+            worker.drive()
+        finally:
+            if worker.sessions is not None and worker.sessions.active:
+                worker.sessions.kill(signal.SIGTERM)   # lanes no longer this clone's (the batch stopped)
+                worker.sessions.wind_down()
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, previous)
+    return _result(worker)
+
+
+def _result(worker: Worker) -> RunResult:
+    s, slug = worker.s, worker.slug
+    if slug is None or s.batches.read(slug) is None:
+        raise usage(f"no batch arrived from {worker.remote}")
+    report = worker._status()
+    worker.event(f"{worker.remote}: {worker.pulls} pull(s), {worker.pushes} push(es)")
+    worker.progress.close()
+    facts = summary_facts(s, slug, report, worker, getattr(worker, "log_dir", ""))
+    state = report["batch_state"]
+    result = RunResult(report, 0, None, facts)
+    if worker.interrupted.is_set():
+        result.exit_code, result.error = 130, (f"interrupted; the lanes of this clone stay as they are: run "
+                                              f"'git lanes work {slug} --remote {worker.remote} ...' again")
+    elif state == "needs_human":
+        result.exit_code, result.error = 1, f"batch_needs_human: {report.get('reason')}"
+    elif state in TERMINAL and state != "completed":
+        result.exit_code, result.error = 1, f"the batch ended {state}: {report.get('reason')}"
+    return result

@@ -74,9 +74,10 @@ class WorkingTrees:
         """`git worktree add` at `path` of a branch (short name) or, detached, a commit."""
         self.git.run("worktree", "add", "-q", *(["--detach"] if detach else []), path, target)
 
-    def remove(self, path: str) -> None:
-        """`git worktree remove` (never forced: a worktree with changes stays and Git says why)."""
-        self.git.run("worktree", "remove", path)
+    def remove(self, path: str, *, force: bool = False) -> None:
+        """`git worktree remove` (never forced unless asked: a worktree with changes stays and Git says
+        why; `force` only once those changes are kept elsewhere)."""
+        self.git.run("worktree", "remove", *(["--force"] if force else []), path)
 
     def prune(self) -> None:
         self.git.run("worktree", "prune")
@@ -93,6 +94,29 @@ class WorkingTrees:
 
     def is_clean(self, cwd: str, excludes: str | None = None) -> bool:
         return not self.status(cwd, excludes=excludes)
+
+    def matching(self, cwd: str, patterns: Sequence[str]) -> tuple[list[str], list[str]]:
+        """(untracked, tracked) files of the worktree at `cwd` that match the gitignore-style `patterns`."""
+        if not patterns:
+            return [], []
+        excludes = [f"--exclude={p}" for p in patterns]
+        untracked = self.git.run("ls-files", "-z", "--others", "--ignored", *excludes, cwd=cwd).stdout
+        tracked = self.git.run("ls-files", "-z", "--cached", "--ignored", *excludes, cwd=cwd).stdout
+        split = lambda raw: [p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p]  # noqa: E731
+        return split(untracked), split(tracked)
+
+    def ignored(self, cwd: str, paths: Sequence[str]) -> set[str]:
+        """Those of `paths` (untracked, relative to `cwd`) that Git's own ignore rules ignore."""
+        if not paths:
+            return set()
+        data = b"".join(os.fsencode(p) + b"\0" for p in paths)
+        proc = self.git.run("check-ignore", "-z", "--stdin", cwd=cwd, input=data, check=False)
+        if proc.returncode not in (0, 1):
+            from .process import GitError
+
+            raise GitError(["git", "check-ignore", "-z", "--stdin"], proc.returncode,
+                           proc.stderr.decode("utf-8", "replace"))
+        return {p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p}
 
     def flagged(self, cwd: str | None = None) -> list[str]:
         """Index entries marked assume-unchanged or skip-worktree (`git ls-files -v`)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 BATCH_RECORD = "git_lanes/batch_record/v1"
 LANE_RECORD = "git_lanes/lane_record/v1"
@@ -39,6 +39,21 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=False, populate_by_name=True)
 
 
+# The optional fields SPEC v3 added to contract v1: left out while unset, so a record that does not use
+# them is stored (and reported) exactly as before and a v1 reader never meets them.
+_V3_OPTIONAL = ("base_branch", "resumed_at", "gate_results", "record_tip")
+
+
+class _V3Model(_Model):
+    @model_serializer(mode="wrap")
+    def _omit_unset_v3(self, handler):
+        data = handler(self)
+        for key in _V3_OPTIONAL:
+            if key in data and data[key] in (None, []):
+                del data[key]
+        return data
+
+
 class CheckResultModel(_Model):
     id: str
     command: str
@@ -60,7 +75,7 @@ class Lane(_Model):
     attempt: int | None = None
 
 
-class Child(_Model):
+class Child(_V3Model):
     task_id: str
     blocked_by: list[str] = []
     state: ChildState = "pending"
@@ -73,6 +88,10 @@ class Child(_Model):
     corrections: int = Field(0, ge=0, le=2)
     correction_due: str | None = None
     tracker_closed: Literal[True] | None = None
+    # (v3) When `resume` last freed this child: attempts and give-ups older than it are history.
+    resumed_at: str | None = None
+    # (v3) The failing rerun results of the gate that parked this child (SPEC §2.1, §8.3).
+    gate_results: list[CheckResultModel] = []
 
     def check(self) -> None:
         s = self.state
@@ -168,22 +187,24 @@ class Reseal(_Model):
     intent_content_hash: str
 
 
-class ArchivedLane(_Model):
+class ArchivedLane(_V3Model):
     """A lane tip that never integrated, kept reachable from the record (restart, stale release)."""
     at: str
     task_id: str
     branch: str
     tip: str
     run_id: str | None = None  # the run that lane belonged to (its lane record is not this run's)
+    record_tip: str | None = None  # (v3) the lane record's last state commit (its ref is deleted)
 
 
-class BatchRecord(_Model):
+class BatchRecord(_V3Model):
     contract: Literal["git_lanes/batch_record/v1"] = BATCH_RECORD
     batch_id: str
     slug: str
     plan_digest: str
     base_head: str
     branch: str
+    base_branch: str | None = None  # (v3) the branch `start` ran from (short name); None when detached
     coordinator: str
     confirmation_time: str
     budget: Budget
@@ -257,6 +278,7 @@ class BatchRecord(_Model):
             if c.commit:
                 refs.add(c.commit)
         refs.update(a.tip for a in self.archived_lanes)
+        refs.update(a.record_tip for a in self.archived_lanes if a.record_tip)
         return refs
 
 

@@ -36,7 +36,16 @@ def provision(s: Session, slug: str, task_id: str, path: str | None) -> Outcome:
                                                   f"(it is {_state_of(report, task_id)})")
     coordinator = s.record(slug).coordinator
     target = create_lane(s, slug, task_id, handoff["base_head"], report["batch_id"], path, coordinator=coordinator)
-    return run_tick(s, slug, Request(offers=[(task_id, target)], actor="provision"))
+    admitted = False
+    try:
+        outcome = run_tick(s, slug, Request(offers=[(task_id, target)], actor="provision"))
+        child = next((c for c in outcome.report["children"] if c["task_id"] == task_id), None)
+        admitted = bool(child and child.get("lane") and child["state"] != "pending"
+                        and os.path.realpath(child["lane"]["path"] or "") == os.path.realpath(target))
+        return outcome
+    finally:
+        if not admitted:   # a refused provision leaves nothing behind (it holds only copies and setup)
+            remove_lane(s, target, lane_branch(slug, task_id), force=True)
 
 
 def release_handoff(s: Session, handoff: dict[str, Any], keep_branch: bool = False) -> None:

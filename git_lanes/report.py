@@ -40,8 +40,28 @@ def budget_left(record: BatchRecord) -> int:
     return max(0, record.budget.max_children - lanes_ever(record))
 
 
+@dataclass(frozen=True)
+class _OutOfBudget:
+    """A pending child the budget does not let start, as the scheduler sees it (it starts nothing)."""
+    task_id: str
+    blocked_by: list[str]
+    state: str = "out_of_budget"
+    lane: None = None
+
+
 def startable_now(record: BatchRecord, scopes: dict[str, list[str]]) -> list[str]:
-    return startable(record.children, record.max_parallel, scopes, limit=budget_left(record))
+    """Startable children within the budget. A restarted child was counted when it first had a lane, so
+    its new lane costs no budget (else a restart in a batch whose budget is spent could never run)."""
+    left = budget_left(record)
+    counted = {a.task_id for a in record.archived_lanes}
+    children = list(record.children)
+    while True:
+        chosen = startable(children, record.max_parallel, scopes)
+        fresh = [t for t in chosen if t not in counted]
+        if len(fresh) <= left:
+            return chosen
+        over = set(fresh[left:])
+        children = [_OutOfBudget(c.task_id, list(c.blocked_by)) if c.task_id in over else c for c in children]
 
 
 def stop_decision(record: BatchRecord, scopes: dict[str, list[str]], first_park: str | None) -> tuple[str, str] | None:

@@ -210,3 +210,18 @@ def test_a_restarted_lane_is_released_without_loss_and_provisioned_afresh(tmp_pa
     lane_ref = "refs/notes/lanes/lane/drv/stuck"
     revisions = git(root, "rev-list", "--first-parent", "--count", lane_ref).strip()
     assert f'"record_revision":{revisions}' in git(root, "show", f"{lane_ref}:lane.json")
+
+
+def test_run_after_a_batch_that_ended_elsewhere_releases_its_lanes_first(repo):
+    from flow import done, exists, intent, ok, provision, start, write_plan
+
+    write_plan(repo, "demo", {"a": intent("a", scope=["src/a"], acceptance=[("A1", "x", exists("src/a/out.txt"))])})
+    start(repo, "demo")
+    lane = provision(repo, "a")
+    assert done(lane, {"src/a/out.txt": "a\n"})["passed"] is True
+    assert ok(repo, "tick")["batch_state"] == "completed"          # ended by a tick: its lane is still there
+    proc = subprocess.run(["git", "lanes", "run", "demo", "--executor", "true", "--yes"], cwd=repo,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr           # not stale_lanes
+    assert f"a: released its lane {lane} (its batch is finished)" in proc.stdout
+    assert not lane.exists() and git(repo, "for-each-ref", "refs/heads/imm-lane/").strip() == ""

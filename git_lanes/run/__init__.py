@@ -51,7 +51,7 @@ def _failed_attempts(s: Session, slug: str, batch_id: str, task_id: str) -> int:
     return sum(1 for a in lrec.qa_attempts if not a.passed)
 
 
-def next_steps(s: Session, slug: str, record) -> list[str]:
+def next_steps(s: Session, slug: str, record, executor: str = "...") -> list[str]:
     """What to do next, as commands to paste (SPEC §13 v3): land a completed batch; look at and free
     each parked child (resume it when Git can recover it, else restart it)."""
     from ..report import land_command
@@ -74,11 +74,12 @@ def next_steps(s: Session, slug: str, record) -> list[str]:
         why = f" ({found.why})" if found.state is None else ""
         steps.append(f"{child.task_id}: {look}; then {free}{why}")
     if steps:
-        steps.append(f"then continue with: git lanes run {shlex.quote(slug)} --executor ...")
+        steps.append(f"then continue with: git lanes run {shlex.quote(slug)} --executor {executor}")
     return steps
 
 
-def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver | None, logs: str) -> dict[str, Any]:
+def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver | None, logs: str,
+                  executor: str = "...") -> dict[str, Any]:
     """The summary's facts: the stored reason, the per-child table, the batch branch's log, what next."""
     snap = s.batches.read(slug)
     mine = snap is not None and snap.record.batch_id == report["batch_id"]
@@ -93,7 +94,7 @@ def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver 
     log = None
     if s.git.refs.resolve(branch.ref) is not None:
         log = s.git.odb.log_oneline(f"{base}..{branch.name}" if base else branch.name).rstrip("\n")
-    steps = next_steps(s, slug, snap.record) if mine else []
+    steps = next_steps(s, slug, snap.record, executor) if mine else []
     return {"reason": stored or report.get("reason"), "rows": rows, "branch": branch.name, "base": base,
             "log": log, "log_dir": logs, "next": steps}
 
@@ -109,6 +110,17 @@ def log_dir(s: Session, batch_id: str) -> str:
 
         base = user_log_dir("git-lanes", appauthor=False)
     return os.path.join(os.path.abspath(base), repo_id(s), batch_id)
+
+
+def _release_finished(s: Session, slug: str, say: Callable[[str], None]) -> None:
+    """The integrated lanes a finished batch still has (it ended outside `run`, e.g. by `resume`'s tick) go
+    before a new batch starts: they would be stale_lanes."""
+    from ..steward import release_integrated
+
+    handoffs = [h for h in status_report(s, slug)["handoffs"] if h.get("action") == "release"]
+    for item in release_integrated(s, slug, handoffs):
+        if not item.get("failed"):
+            say(f"{item['task_id']}: released its lane {item['path']} (its batch is finished)")
 
 
 def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, opts=None,
@@ -128,6 +140,8 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
     opts = opts or StartOptions()
     snap = s.batches.read(slug)
     if snap is None or snap.record.terminal:
+        if snap is not None:
+            _release_finished(s, slug, out if not as_json else s.warn)
         record = start(s, slug, opts, confirm or (lambda text: True))
         how = "started"
     else:
@@ -138,7 +152,8 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
             return RunResult(report, 1, f"batch_needs_human: batch {record.batch_id} needs a human decision "
                                         f"({record.reason}); run never resumes it: see the commands above, "
                                         f"then run again",
-                             summary_facts(s, slug, report, None, log_dir(s, record.batch_id)))
+                             summary_facts(s, slug, report, None, log_dir(s, record.batch_id),
+                                          shlex.quote(executor)))
         given = {"--max-parallel": (opts.max_parallel, record.max_parallel, 1),
                  "--qa-failure-limit": (opts.qa_failure_limit, record.budget.qa_failure_limit, 2)}
         for option, (value, recorded, default) in given.items():
@@ -157,7 +172,7 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
     ended = driver.report.get("batch_state") in TERMINAL + ("needs_human",)
     final = driver.report if ended and not interrupted and not driver.removed else status_report(coord, slug)
     driver.progress.close()
-    result = RunResult(final, 0, None, summary_facts(coord, slug, final, driver, logs))
+    result = RunResult(final, 0, None, summary_facts(coord, slug, final, driver, logs, shlex.quote(executor)))
     if interrupted:
         result.exit_code, result.error = 130, (f"interrupted; the batch is left as it is: git lanes run {slug} "
                                               f"--executor {shlex.quote(executor)} continues it")

@@ -30,16 +30,22 @@ def lane_record(repo: Path, task: str) -> dict:
     return doc["lane_record"]
 
 
+def lane_with(repo: Path, acceptance: list[tuple[str, str, str]]) -> Path:
+    """A running batch of one task `a` with these checks, its lane provisioned and src/a/out.txt written."""
+    write_plan(repo, "demo", {"a": intent("a", acceptance=acceptance)})
+    start(repo, "demo")
+    lane = provision(repo, "a")
+    (lane / "src" / "a").mkdir(parents=True)
+    (lane / "src" / "a" / "out.txt").write_text("in scope\n")
+    return lane
+
+
 # -- 1. done: out of scope before any check; error: qa_failed -------------------------------------------
 
 def test_done_fails_an_out_of_scope_delivery_before_running_any_check(repo, tmp_path):
     ran = tmp_path / "check-ran"
     check = f"{PY} -c \"import pathlib; pathlib.Path({str(ran)!r}).write_text('x')\""
-    write_plan(repo, "demo", {"a": intent("a", acceptance=[("A1", "runs", check)])})
-    start(repo, "demo")
-    lane = provision(repo, "a")
-    (lane / "src" / "a").mkdir(parents=True)
-    (lane / "src" / "a" / "out.txt").write_text("in scope\n")
+    lane = lane_with(repo, [("A1", "runs", check)])
     (lane / "README").write_text("changed outside the scope\n")
     (lane / "stray.txt").write_text("new outside the scope\n")
     proc = human(lane, "done")
@@ -61,12 +67,7 @@ def test_done_fails_an_out_of_scope_delivery_before_running_any_check(repo, tmp_
 
 def test_a_failing_check_names_its_id_status_and_last_line(repo):
     check = f"{PY} -c \"import sys; print('collecting'); print('assert 1 == 2: the answer'); sys.exit(3)\""
-    write_plan(repo, "demo", {"a": intent("a", acceptance=[("A1", "exists", exists("src/a/out.txt")),
-                                                           ("A2", "answers", check)])})
-    start(repo, "demo")
-    lane = provision(repo, "a")
-    (lane / "src" / "a").mkdir(parents=True)
-    (lane / "src" / "a" / "out.txt").write_text("x\n")
+    lane = lane_with(repo, [("A1", "exists", exists("src/a/out.txt")), ("A2", "answers", check)])
     proc = human(lane, "done")
     assert proc.returncode == 1
     assert proc.stderr.strip() == "error: qa_failed: A2"
@@ -117,11 +118,7 @@ def test_shell_syntax_in_the_setup_command_refuses_provision_and_run(repo):
 
 def test_output_tails_are_stored_without_terminal_escapes(repo):
     check = f"{PY} -c \"print('\\x1b[31mred\\x1b[0m \\x1b[1mbold\\x1b[0m'); raise SystemExit(1)\""
-    write_plan(repo, "demo", {"a": intent("a", acceptance=[("A1", "colours", check)])})
-    start(repo, "demo")
-    lane = provision(repo, "a")
-    (lane / "src" / "a").mkdir(parents=True)
-    (lane / "src" / "a" / "out.txt").write_text("x\n")
+    lane = lane_with(repo, [("A1", "colours", check)])
     code, doc, err = cli(lane, "done")
     assert doc["results"][0]["output_tail"] == "red bold\n"
     assert "\x1b" not in json.dumps(lane_record(repo, "a"))

@@ -223,5 +223,5 @@ def test_run_after_a_batch_that_ended_elsewhere_releases_its_lanes_first(repo):
     proc = subprocess.run(["git", "lanes", "run", "demo", "--executor", "true", "--yes"], cwd=repo,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr           # not stale_lanes
-    assert f"a: released its lane {lane} (its batch is finished)" in proc.stdout
+    assert f"a: released its lane {lane} (integrated)" in proc.stdout
     assert not lane.exists() and git(repo, "for-each-ref", "refs/heads/imm-lane/").strip() == ""

@@ -113,14 +113,14 @@ def log_dir(s: Session, batch_id: str) -> str:
 
 
 def _release_finished(s: Session, slug: str, say: Callable[[str], None]) -> None:
-    """The integrated lanes a finished batch still has (it ended outside `run`, e.g. by `resume`'s tick) go
-    before a new batch starts: they would be stale_lanes."""
+    """The integrated lanes a batch that ended outside `run` still has (e.g. by `resume`'s tick) go: before a
+    new batch starts (they would be stale_lanes), and when `run` leaves a needs_human batch alone."""
     from ..steward import release_integrated
 
     handoffs = [h for h in status_report(s, slug)["handoffs"] if h.get("action") == "release"]
     for item in release_integrated(s, slug, handoffs):
         if not item.get("failed"):
-            say(f"{item['task_id']}: released its lane {item['path']} (its batch is finished)")
+            say(f"{item['task_id']}: released its lane {item['path']} (integrated)")
 
 
 def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, opts=None,
@@ -148,6 +148,7 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
         record = snap.record
         how = "continuing"
         if record.batch_state == "needs_human":
+            _release_finished(s, slug, out if not as_json else s.warn)   # its way out too
             report = status_report(s, slug)
             return RunResult(report, 1, f"batch_needs_human: batch {record.batch_id} needs a human decision "
                                         f"({record.reason}); run never resumes it: see the commands above, "

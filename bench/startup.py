@@ -1,97 +1,88 @@
-"""Start-up time of the cheap paths, against `python -c "import click"`.
+"""Start-up: the cheap paths, a lane-side command, and `done`, against `python -c "import click"`.
 
-    python bench/startup.py [--runs N] [--check]
+Every command is a child of this process, run in turn with its baseline (A B A B ...) so that
+drift hits both alike, after one warm-up run each (page cache, .pyc files):
 
-Measures the median wall time of
-
-  - `git-lanes --version`
-  - `git-lanes completion bash`
-  - a completion request (`_GIT_LANES_COMPLETE=bash_complete COMP_WORDS="git-lanes ti"
-    COMP_CWORD=1 git-lanes`)
-
-and of `python -c "import click"` with the same interpreter, each as a child process of
-this one, interleaved so that drift hits them alike, and prints each ratio to the baseline.
-The target is a ratio of at most 2; `--check` exits 1 when one is above it.
-
-`git-lanes` is the console script beside the interpreter (the installed entry point); if
-there is none, `python -c "from git_lanes.cli import entry; entry()"` stands in for it.
-Children run with bytecode writing allowed (an installed package has its .pyc files) and
-after one warm-up run each, so the figures are those of a warm installed tool.
+- **startup**: the slowest of `git-lanes --version`, `git-lanes completion bash` and a
+  completion request (`git-lanes ti<TAB>`), run outside any repository, over
+  `python -c "import click"` with the same interpreter;
+- **lane_task_json**: `git-lanes task --json` in a lane of a running batch, over the same;
+- **done_startup**: `git-lanes done` in that lane with one trivial check (`true`), a fresh
+  delivery each time, over `python -c "import click"` plus that check run by hand.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-TARGET = 2.0
+from .common import (Result, Sample, Task, World, initiative_files, lanes_entry, make_repo, ms, provision,
+                     spread, write)
+
+CHECK = "true"
 
 
-def _entry() -> list[str]:
-    script = Path(sys.executable).parent / "git-lanes"
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-c", "import sys; from git_lanes.cli import entry; sys.argv[0] = 'git-lanes'; entry()"]
+def _lane(world: World) -> Path:
+    repo = make_repo(world, initiative_files("bench", [Task("t0", ["out/t0.txt"], [CHECK])]), name="startup")
+    world.lanes(repo, "start", "bench", "--yes")
+    return provision(world, repo, "t0")
 
 
-def cases() -> list[tuple[str, list[str], dict[str, str]]]:
-    entry = _entry()
+def measure(world: World, runs: int, quick: bool) -> list[Result]:
+    samples = runs * (1 if quick else 3)      # cheap: more samples than runs, for a steadier median
+    entry = lanes_entry()
+    outside = world.path("outside")
+    outside.mkdir()
+    lane = _lane(world)
+    n = [0]
+
+    def fresh_delivery() -> None:
+        n[0] += 1
+        write(lane / "out" / "t0.txt", f"delivery {n[0]}\n")
+
+    click = [sys.executable, "-c", "import click"]
+    complete = dict(world.env, _GIT_LANES_COMPLETE="bash_complete", COMP_WORDS="git-lanes ti", COMP_CWORD="1")
+    cases: dict[str, tuple[list[str], Path, dict[str, str] | None]] = {
+        "import click": (click, outside, None),
+        "--version": (entry + ["--version"], outside, None),
+        "completion bash": (entry + ["completion", "bash"], outside, None),
+        "completion request": (entry, outside, complete),
+        "task --json": (entry + ["task", "--json"], lane, None),
+        "check by hand": ([CHECK], lane, None),
+        "done": (entry + ["done"], lane, None),
+    }
+    times: dict[str, list[Sample]] = {name: [] for name in cases}
+    for i in range(samples + 1):             # the first round warms up and is dropped
+        for name, (argv, cwd, env) in cases.items():
+            if name == "done":
+                fresh_delivery()
+            sample = world.timed(argv, cwd, env=env)
+            if i:
+                times[name].append(sample)
+    base = [s.wall for s in times["import click"]]
+    base_cpu = [s.cpu for s in times["import click"]]
+    cheap = ("--version", "completion bash", "completion request")
+    per_run_worst = [max(times[c][i].wall for c in cheap) / base[i] for i in range(samples)]
+    table = {name: spread([ms(s.wall) for s in ts]) for name, ts in times.items()}
+    cpu = {name: spread([ms(s.cpu) for s in ts]) for name, ts in times.items()}
     return [
-        ('python -c "import click"', [sys.executable, "-c", "import click"], {}),
-        ("git-lanes --version", entry + ["--version"], {}),
-        ("git-lanes completion bash", entry + ["completion", "bash"], {}),
-        ("completion request (git-lanes ti<TAB>)", entry,
-         {"_GIT_LANES_COMPLETE": "bash_complete", "COMP_WORDS": "git-lanes ti", "COMP_CWORD": "1"}),
+        Result("startup", per_run_worst, {
+            "wall_ms": {k: table[k] for k in ("import click", *cheap)},
+            "ratios": {c: spread([times[c][i].wall / base[i] for i in range(samples)]) for c in cheap},
+            "what": "the slowest of --version, completion bash, a completion request",
+            "baseline": 'python -c "import click"', "target": 2.0, "issue_now": 1.2}),
+        Result("lane_task_json", [times["task --json"][i].wall / base[i] for i in range(samples)], {
+            "wall_ms": {k: table[k] for k in ("import click", "task --json")},
+            "cpu_ms": {k: cpu[k] for k in ("import click", "task --json")},
+            "cpu_ratio": spread([times["task --json"][i].cpu / base_cpu[i] for i in range(samples)]),
+            "what": "git-lanes task --json in a lane", "baseline": 'python -c "import click"',
+            "target": 2.0, "issue_now": 5.2}),
+        Result("done_startup", [times["done"][i].wall / (base[i] + times["check by hand"][i].wall)
+                                for i in range(samples)], {
+            "wall_ms": {k: table[k] for k in ("import click", "check by hand", "done")},
+            "cpu_ms": {k: cpu[k] for k in ("import click", "check by hand", "done")},
+            "cpu_ratio": spread([times["done"][i].cpu / (base_cpu[i] + times["check by hand"][i].cpu)
+                                 for i in range(samples)]),
+            "what": f"git-lanes done in a lane, one check ({CHECK}), a fresh delivery each time",
+            "baseline": 'python -c "import click" plus the check by hand', "target": 2.0}),
     ]
-
-
-def _time(argv: list[str], env: dict[str, str], cwd: str) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"error: {' '.join(argv)} failed ({proc.returncode}): {proc.stderr.decode()[-400:]}")
-    return elapsed
-
-
-def measure(runs: int) -> list[tuple[str, float]]:
-    base_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    table = cases()
-    samples: dict[str, list[float]] = {name: [] for name, _, _ in table}
-    with tempfile.TemporaryDirectory() as cwd:  # outside any repository, like a first TAB
-        for name, argv, extra in table:
-            _time(argv, {**base_env, **extra}, cwd)  # warm-up: page cache, .pyc files
-        for _ in range(runs):
-            for name, argv, extra in table:
-                samples[name].append(_time(argv, {**base_env, **extra}, cwd))
-    return [(name, statistics.median(values)) for name, values in samples.items()]
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=21, help="runs of each command (default 21)")
-    parser.add_argument("--check", action="store_true", help=f"exit 1 when a ratio is above {TARGET}")
-    args = parser.parse_args(argv)
-    results = measure(args.runs)
-    baseline = results[0][1]
-    width = max(len(name) for name, _ in results)
-    print(f"median of {args.runs} runs, {sys.executable}")
-    worst = 0.0
-    for name, median in results:
-        ratio = median / baseline
-        if name != results[0][0]:
-            worst = max(worst, ratio)
-        print(f"{name:<{width}}  {median * 1000:7.1f} ms  {ratio:4.2f}x")
-    verdict = "ok" if worst <= TARGET else "ABOVE TARGET"
-    print(f"worst ratio {worst:.2f}x (target <= {TARGET:.0f}x): {verdict}")
-    return 1 if args.check and worst > TARGET else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -51,8 +51,23 @@ def effective_intent(s: Session, record: BatchRecord, task_id: str) -> Intent:
     return effective_parsed(s, record, task_id)[0].intent
 
 
+def recorded_digest(record: BatchRecord) -> str:
+    """The plan digest of the intents the record holds (reseals included)."""
+    from .plan import plan_digest
+
+    entries = []
+    for child in record.children:
+        ident = record.intent_identities.get(child.task_id)
+        if ident is None:
+            return ""
+        entries.append({**ident.model_dump(), "blocked_by": list(child.blocked_by)})
+    return plan_digest(entries)
+
+
 def plan_mismatch(s: Session, record: BatchRecord, commit: str) -> str | None:
     """`<task>: <what changed>` when the plan at `commit` is not what the batch authorized."""
+    if recorded_digest(record) != record.plan_digest:
+        return f"{record.slug}: the recorded plan_digest {record.plan_digest} is not the digest of the authorized intents"
     try:
         plan: Plan = s.plan_at(commit, record.slug)
     except LanesError as exc:

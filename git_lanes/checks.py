@@ -2,7 +2,8 @@
 
 Each one string, split with `shlex` and run without a shell (final checks: split on white space)
 by `procs`, in the tree it checks, with the caller's environment minus the repository-local Git
-variables plus `GIT_LANES_*`. Its result item keeps the last 4 KiB of its output as plain text.
+variables plus `GIT_LANES_*`. Its result item keeps the last 4 KiB of its output, secrets
+redacted first (`redact.py`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from . import procs
 from .errors import LanesError, usage
 from .ids import FINAL_CHECK_MAX_WORDS, validate_final_check
 from .procs import MISSING_EXIT_CODE, TAIL_BYTES
+from .redact import longest, redact, secret_values
 
 __all__ = ["CheckResult", "FINAL_CHECK_MAX_WORDS", "MISSING_EXIT_CODE", "TAIL_BYTES", "child_env", "failed_summary",
            "failure_line", "last_lines", "plain_text", "run_checks", "run_command", "split_command", "status_text",
-           "validate_final_check"]
+           "tail_lines", "validate_final_check"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,14 +62,14 @@ def status_text(result: Mapping) -> str:
     return "did not run"
 
 
-def last_lines(text: str, n: int = 1) -> list[str]:
-    """The last `n` non-empty lines of an output (SPEC §6 v3: "last lines" are the last 5)."""
+def tail_lines(text: str, n: int = 1) -> list[str]:
+    """The last `n` non-empty lines of an output, each as it is (indentation kept)."""
     return [line.rstrip() for line in (text or "").splitlines() if line.strip()][-n:]
 
 
 def failure_line(result: Mapping) -> str:
     """`<id> (<status>): <last output line>` of a failed result."""
-    last = last_lines(result.get("output_tail") or "")
+    last = tail_lines(result.get("output_tail") or "")
     return f"{result['id']} ({status_text(result)})" + (f": {last[0]}" if last else "")
 
 
@@ -84,6 +86,11 @@ def child_env(base: Mapping[str, str], local_env_vars: Iterable[str], *,
     env = {key: value for key, value in base.items() if key not in drop}
     env.update(GIT_LANES_SLUG=slug, GIT_LANES_BATCH=batch, GIT_LANES_TASK=task)
     return env
+
+
+def last_lines(text: str, count: int = 5) -> str:
+    """The last `count` non-empty lines of an output (what v3 means by "its last lines"), joined by ` | `."""
+    return " | ".join([line.strip() for line in text.splitlines() if line.strip()][-count:])
 
 
 def split_command(command: str) -> list[str]:
@@ -108,18 +115,19 @@ def run_command(check_id: str, command: str | Sequence[str], *, cwd, env: Mappin
     """
     display = command if isinstance(command, str) else shlex.join(command)
     start = time.monotonic()
+    secrets = secret_values()
     try:
         words = list(argv) if argv is not None else (split_command(command) if isinstance(command, str) else list(command))
         if not words:
             raise usage(f"command {display!r}: empty")
-        done = procs.run(words, cwd=cwd, env=env, timeout=timeout)
+        done = procs.run(words, cwd=cwd, env=env, timeout=timeout, tail=TAIL_BYTES + longest(secrets))
     except LanesError as exc:
         return _result(check_id, display, MISSING_EXIT_CODE, None, start, exc.detail)
     except (OSError, ValueError) as exc:
         name = getattr(exc, "filename", None) or (words[0] if words else display)
         detail = getattr(exc, "strerror", None) or str(exc)
         return _result(check_id, display, MISSING_EXIT_CODE, None, start, f"git-lanes: cannot run {name}: {detail}")
-    text = plain_text(done.output.decode("utf-8", errors="replace"))
+    text = _tail(redact(plain_text(done.output.decode("utf-8", errors="replace")), secrets))
     if done.timed_out:
         sep = "\n" if text and not text.endswith("\n") else ""
         return _result(check_id, display, None, "SIGKILL", start, f"{text}{sep}[timed out after {timeout:g} s]")
@@ -129,6 +137,12 @@ def run_command(check_id: str, command: str | Sequence[str], *, cwd, env: Mappin
 def run_checks(items: Iterable[tuple[str, str, float]], *, cwd, env: Mapping[str, str]) -> list[CheckResult]:
     """Run every `(id, command, timeout)` in order, failures included."""
     return [run_command(check_id, command, cwd=cwd, env=env, timeout=timeout) for check_id, command, timeout in items]
+
+
+def _tail(text: str) -> str:
+    """The last 4 KiB of an output, redacted first (a secret cut in two would show its half)."""
+    data = text.encode("utf-8")
+    return data[-TAIL_BYTES:].decode("utf-8", errors="ignore") if len(data) > TAIL_BYTES else text
 
 
 def _result(check_id: str, command: str, exit_code: int | None, sig: str | None, start: float,

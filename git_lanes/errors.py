@@ -28,12 +28,13 @@ class LanesError(Exception):
     """
 
     def __init__(self, detail: str, *, exit_code: ExitCode = ExitCode.USAGE,
-                 code: str | None = None, report: object | None = None) -> None:
+                 code: str | None = None, report: object | None = None, hint: str | None = None) -> None:
         super().__init__(detail)
         self.detail = detail
         self.exit_code = exit_code
         self.code = code
         self.report = report
+        self.hint = hint    # a command that works when pasted, printed as `hint: <hint>`
 
     @property
     def message(self) -> str:
@@ -45,9 +46,9 @@ def usage(detail: str) -> LanesError:
     return LanesError(detail, exit_code=ExitCode.USAGE)
 
 
-def refused(code: str, detail: str, report: object | None = None) -> LanesError:
+def refused(code: str, detail: str, report: object | None = None, hint: str | None = None) -> LanesError:
     """A refusal with a stable reason code: exit 1."""
-    return LanesError(detail, exit_code=ExitCode.REFUSED, code=code, report=report)
+    return LanesError(detail, exit_code=ExitCode.REFUSED, code=code, report=report, hint=hint)
 
 
 def fatal(detail: str) -> LanesError:

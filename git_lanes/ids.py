@@ -40,6 +40,16 @@ def check_id(value: str, what: str) -> None:
         raise usage(f"invalid {what}: {problem}")
 
 
+def require_utf8(value: str, what: str) -> str:
+    """`value`, or a usage error when it holds what is not valid UTF-8 (a lone surrogate, or an
+    undecodable byte of an argument or a file): such text can be neither recorded nor shown."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise usage(f"{what}: not valid UTF-8") from None
+    return value
+
+
 def path_problem(entry: str) -> str | None:
     """Why `entry` is not a clean repo-relative path, or None."""
     if not entry.strip():

@@ -22,6 +22,7 @@ from typing import Iterable
 
 from .decisions.leaks import LaneVersions, LeakFacts, Proven, Version, decide, needs_versions
 from .errors import refused
+from .gitio import quote_path
 from .model import BatchRecord, Child, Restore, RestorePath
 from .session import Session
 
@@ -169,7 +170,7 @@ def write_backup(s: Session, record: BatchRecord, at: str, head: str, proven: li
             "at": at,
             "coordinator": coordinator,
             "head": head,
-            "paths": [{"path": p.path, "kind": p.kind, "lane_task_id": p.lane_task_id} for p in proven],
+            "paths": [{"path": quote_path(p.path), "kind": p.kind, "lane_task_id": p.lane_task_id} for p in proven],
             "undo": _undo_text(final, coordinator),
         }
         with open(os.path.join(tmp, "restore.json"), "w", encoding="utf-8") as f:
@@ -210,7 +211,7 @@ def restore_leaks(s: Session, record: BatchRecord, at: str) -> Restore | None:
     verdict = decide(facts)
     if verdict.refusal is not None:
         path, detail = verdict.refusal
-        raise refused("working_tree_unstaged", f"{path}: {detail}")
+        raise refused("working_tree_unstaged", f"{quote_path(path)}: {detail}")
     proven = list(verdict.proven)
     head = s.git.rev_parse("HEAD", cwd=coordinator)
     assert head is not None
@@ -219,9 +220,9 @@ def restore_leaks(s: Session, record: BatchRecord, at: str) -> Restore | None:
     for p in proven:  # an executor still writing: keep what the backup does not hold
         if reader.on_disk(coordinator, p.path) != seen[p.path]:
             shutil.rmtree(backup, ignore_errors=True)
-            raise refused("working_tree_unstaged", f"{p.path}: it changed while git-lanes was restoring it; "
+            raise refused("working_tree_unstaged", f"{quote_path(p.path)}: it changed while git-lanes was restoring it; "
                                                    "tick again")
     _remove_untracked(coordinator, [p.path for p in proven if p.kind == "untracked"])
     s.git.work.checkout_paths(coordinator, [p.path for p in proven if p.kind == "modified"])
     return Restore(at=at, backup=backup,
-                   paths=[RestorePath(path=p.path, kind=p.kind, lane_task_id=p.lane_task_id) for p in proven])
+                   paths=[RestorePath(path=quote_path(p.path), kind=p.kind, lane_task_id=p.lane_task_id) for p in proven])

@@ -56,10 +56,11 @@ def commit_lane(child: "Child", commit: str, executor_commits: list[str]) -> Non
     child.lane.executor_commits = executor_commits
 
 
-def integrate(child: "Child", commit: str) -> None:
+def integrate(record: "BatchRecord", child: "Child", commit: str) -> None:
     _move(child, "integrated")
     child.commit = commit
     child.reason = None
+    _drop_candidate(record, child)
 
 
 def release(child: "Child") -> None:
@@ -71,7 +72,14 @@ def park(record: "BatchRecord", child: "Child", reason: str) -> list[str]:
     _move(child, "needs_human")
     child.reason = reason
     child.correction_due = None
+    _drop_candidate(record, child)
     return skip_dependents(record, child.task_id)
+
+
+def _drop_candidate(record: "BatchRecord", child: "Child") -> None:
+    """The candidate of a child that integrates or parks is cleared in the same write (SPEC §8.6)."""
+    if record.candidate is not None and record.candidate.task_id == child.task_id:
+        record.candidate = None
 
 
 def skip_dependents(record: "BatchRecord", task_id: str) -> list[str]:

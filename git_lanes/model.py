@@ -7,9 +7,12 @@ invariant checks) and writes nothing if it is invalid.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_serializer, model_validator
+
+from .ids import id_problem
 
 BATCH_RECORD = "git_lanes/batch_record/v1"
 LANE_RECORD = "git_lanes/lane_record/v1"
@@ -25,6 +28,25 @@ IN_FLIGHT = ("enrolled", "settled", "lane_committed")
 DONE = ("integrated", "released")
 
 
+# Names that reach Git command lines and file paths are checked on every read and write: a
+# tampered record is refused as corrupt, never handed to Git as an option or used as a path.
+Oid = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")]
+_BATCH_ID = re.compile(r"^(?P<slug>.+)-\d{8}T\d{6}Z-[0-9a-f]{6}$")
+
+
+def _valid_id(task: bool):
+    def check(value: str) -> str:
+        problem = id_problem(value, task=task)
+        if problem:
+            raise ValueError(problem)
+        return value
+    return AfterValidator(check)
+
+
+TaskId = Annotated[str, _valid_id(task=True)]
+Slug = Annotated[str, _valid_id(task=False)]
+
+
 def now() -> str:
     """UTC `YYYY-MM-DDTHH:MM:SS.mmmZ`."""
     t = _dt.datetime.now(_dt.timezone.utc)
@@ -36,7 +58,7 @@ def parse_time(stamp: str) -> _dt.datetime:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=False, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, populate_by_name=True, defer_build=True)
 
 
 # The optional fields SPEC v3 added to contract v1: left out while unset, so a record that does not use
@@ -67,20 +89,20 @@ class CheckResultModel(_Model):
 class Lane(_Model):
     path: str
     branch: str
-    base_head: str
+    base_head: Oid
     run_id: str
-    lane_commit: str | None = None
-    executor_commits: list[str] = []
+    lane_commit: Oid | None = None
+    executor_commits: list[Oid] = []
     # Index (in the lane record's qa_attempts) of the passed attempt this child settled on.
     attempt: int | None = None
 
 
 class Child(_V3Model):
-    task_id: str
-    blocked_by: list[str] = []
+    task_id: TaskId
+    blocked_by: list[TaskId] = []
     state: ChildState = "pending"
     reason: str | None = None
-    commit: str | None = None
+    commit: Oid | None = None
     lane: Lane | None = None
     settled_at: str | None = None
     qa_failures: int = Field(0, ge=0)
@@ -90,7 +112,7 @@ class Child(_V3Model):
     tracker_closed: Literal[True] | None = None
     # (v3) When `resume` last freed this child: attempts and give-ups older than it are history.
     resumed_at: str | None = None
-    # (v3) The failing rerun results of the gate that parked this child (SPEC §2.1, §8.3).
+    # The failing rerun results of the candidate that parked it (SPEC §2.1 v3).
     gate_results: list[CheckResultModel] = []
 
     def check(self) -> None:
@@ -118,8 +140,8 @@ class Budget(_Model):
 
 
 class AdoptedHead(_Model):
-    from_: str = Field(alias="from")
-    to: str
+    from_: Oid = Field(alias="from")
+    to: Oid
 
 
 class RestorePath(_Model):
@@ -144,7 +166,7 @@ class Intervention(_Model):
 
 class FinalVerification(_Model):
     passed: bool
-    head: str
+    head: Oid
     results: list[CheckResultModel]
 
 
@@ -168,7 +190,7 @@ class Review(_Model):
     task_id: str
     verdict: Literal["approve", "reject"]
     text: str | None = None
-    tree: str | None = None  # the passed attempt's tree the verdict applies to
+    tree: Oid | None = None  # the passed attempt's tree the verdict applies to
 
 
 class IntentIdentity(_Model):
@@ -192,17 +214,25 @@ class ArchivedLane(_V3Model):
     at: str
     task_id: str
     branch: str
-    tip: str
+    tip: Oid
     run_id: str | None = None  # the run that lane belonged to (its lane record is not this run's)
-    record_tip: str | None = None  # (v3) the lane record's last state commit (its ref is deleted)
+    record_tip: Oid | None = None  # (v3) the lane record's last state commit (its ref is deleted)
+
+
+class Candidate(_Model):
+    """The one candidate being verified (SPEC §8.6): set while its reruns run."""
+    task_id: str
+    commit: Oid
+    head: Oid
+    at: str
 
 
 class BatchRecord(_V3Model):
     contract: Literal["git_lanes/batch_record/v1"] = BATCH_RECORD
     batch_id: str
-    slug: str
+    slug: Slug
     plan_digest: str
-    base_head: str
+    base_head: Oid
     branch: str
     base_branch: str | None = None  # (v3) the branch `start` ran from (short name); None when detached
     coordinator: str
@@ -224,6 +254,7 @@ class BatchRecord(_V3Model):
     reseals: list[Reseal] = []
     archived_lanes: list[ArchivedLane] = []
     tracker_github: str | None = None
+    candidate: Candidate | None = None
     created_at: str
     updated_at: str
 
@@ -241,6 +272,10 @@ class BatchRecord(_V3Model):
                     raise ValueError(f"child {child.task_id}: unknown blocker {dep}")
         if self.branch != f"imm/{self.slug}":
             raise ValueError(f"branch must be imm/{self.slug}")
+        found = _BATCH_ID.match(self.batch_id)
+        if not found or found.group("slug") != self.slug:
+            raise ValueError(f"batch_id {self.batch_id!r} is not <slug>-<yyyymmddThhmmssZ>-<6 hex>")
+
         state = self.batch_state
         if state in ("failed", "budget_stopped", "superseded"):
             busy = [c.task_id for c in self.children if c.state in IN_FLIGHT]
@@ -248,6 +283,10 @@ class BatchRecord(_V3Model):
                 raise ValueError(f"a {state} batch holds no in-flight child ({', '.join(busy)})")
         if state == "completed" and any(c.state not in DONE for c in self.children):
             raise ValueError("a completed batch needs every child integrated or released")
+        if self.candidate is not None:
+            owner = self.child(self.candidate.task_id)
+            if owner is None or owner.state != "lane_committed":
+                raise ValueError(f"the candidate of {self.candidate.task_id} needs its child lane_committed")
         return self
 
     # -- helpers -------------------------------------------------------------------------
@@ -284,7 +323,7 @@ class BatchRecord(_V3Model):
 
 class QaAttempt(_Model):
     at: str
-    tree: str
+    tree: Oid
     passed: bool
     results: list[CheckResultModel]
     author_ident: str | None = None
@@ -334,11 +373,13 @@ class Report(BaseModel):
     reseals: list[dict[str, Any]] = []
     adopted_heads: list[dict[str, Any]] = []
     reviews: list[dict[str, Any]] = []
+    candidate: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         for key in ("lane_refusals", "tracker_observations", "restores", "final_verification", "interventions",
-                    "lane_instruction", "lane_revision", "revisions", "reseals", "adopted_heads", "reviews"):
+                    "lane_instruction", "lane_revision", "revisions", "reseals", "adopted_heads", "reviews",
+                    "candidate"):
             if not data.get(key):
                 data.pop(key, None)
         return data

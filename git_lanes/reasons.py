@@ -52,6 +52,7 @@ GROUPS: list[tuple[str, dict[str, str]]] = [
         "batch_integration_conflict": "the lane commit does not apply cleanly onto the batch head, "
                                       "or the candidate does not carry its change",
         "batch_integration_check_failed": "acceptance checks failed on the integration candidate",
+        "batch_integration_setup_failed": "lanes.setupCommand failed in the scratch worktree of the candidate's reruns",
         "batch_head_lineage_broken": "the batch branch no longer descends from what the record says "
                                      "(the batch fails)",
         "dirty_outside_scope": "the delivery changes paths outside the task's scope",

@@ -195,6 +195,8 @@ def child_json(c: Child, view: LaneView | None) -> dict[str, Any]:
     data["lane"] = c.lane.model_dump(mode="json") if c.lane else None
     if data.get("tracker_closed") is None:
         data.pop("tracker_closed", None)
+    if not data.get("gate_results"):
+        data.pop("gate_results", None)
     if c.state == "enrolled":
         data["next_obligation"] = (view.next_obligation if view else None) or "implement"
     return data
@@ -225,4 +227,5 @@ def build_report(record: BatchRecord, *, state: str | None = None, reason: str |
         reseals=[r.model_dump(mode="json") for r in record.reseals],
         adopted_heads=[a.model_dump(mode="json", by_alias=True) for a in record.adopted_heads],
         reviews=[r.model_dump(mode="json") for r in record.reviews],
+        candidate=record.candidate.model_dump(mode="json") if record.candidate else None,
     )

@@ -12,13 +12,12 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from .authority import approved, effective_parsed
+from .authority import approved, effective_parsed, recorded_digest
 from .decisions.revision import classify, decide, describe, fixed_refusals
 from .errors import LanesError, usage
 from .model import BatchRecord, IntentIdentity, Reseal, Revision
 from .ids import check_id
 from .intent import Intent, ParsedIntent, intent_doc_hash, load_toml, parse_intent, validation_error
-from .plan import plan_digest
 from .session import Session
 
 REFUSED = "batch_revision_refused"
@@ -140,12 +139,7 @@ def reseal(s: Session, record: BatchRecord, task_id: str, commit: str, at: str) 
         return False
     record.intent_identities[task_id] = IntentIdentity(task_id=task_id, intent_path=ident.intent_path,
                                                        intent_revision=rev, intent_content_hash=digest)
-    entries = []
-    for child in record.children:
-        i = record.intent_identities[child.task_id]
-        entries.append({"task_id": child.task_id, "intent_path": i.intent_path, "intent_revision": i.intent_revision,
-                        "intent_content_hash": i.intent_content_hash, "blocked_by": list(child.blocked_by)})
-    to_digest = plan_digest(entries)
+    to_digest = recorded_digest(record)
     record.reseals.append(Reseal(at=at, task_id=task_id, from_digest=record.plan_digest, to_digest=to_digest,
                                  intent_revision=rev, intent_content_hash=digest))
     record.plan_digest = to_digest

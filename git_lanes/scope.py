@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import authority
+from .gitio import quote_path
 
 if TYPE_CHECKING:
     from .gitio import Git
@@ -36,7 +37,8 @@ def paths_outside(git: "Git", base: str, tree: str, scope: list[str]) -> list[st
 
 
 def outside_scope(s: "Session", record: "BatchRecord", task_id: str, base: str, tree: str) -> list[str]:
-    """Changed paths outside the child's effective scope (its approved intent file excepted)."""
+    """Changed paths outside the child's effective scope (its approved intent file excepted), as Git
+    shows them (a path that is not valid UTF-8 quoted, SPEC §8 v3)."""
     intent = authority.effective_intent(s, record, task_id)
     outside = paths_outside(s.git, base, tree, list(intent.scope))
     own = record.intent_identities.get(task_id)
@@ -44,4 +46,4 @@ def outside_scope(s: "Session", record: "BatchRecord", task_id: str, base: str, 
     if own is not None and rev is not None and own.intent_path in outside:
         if s.git.odb.blob_at(tree, own.intent_path) == rev.intent_text.encode("utf-8"):
             outside.remove(own.intent_path)
-    return outside
+    return [quote_path(p) for p in outside]

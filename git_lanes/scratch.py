@@ -1,68 +1,175 @@
-"""The scratch worktree (SPEC §8.3, §10.3): a detached worktree under the Git common dir where
-integration reruns and final checks run on exactly the tree they judge, never in the coordinator.
+"""The scratch worktrees (SPEC §8.3, §10.3, §13 v3): where integration reruns and final checks run
+on exactly the tree they judge, never in the coordinator.
 
-It is moved to each candidate with a two-tree checkout (only changed files are touched) and
-cleaned of every untracked and ignored file except those matching `lanes.keep`;
-`lanes.setupCommand` runs when it is created and whenever a kept path is missing.
+A per-repository pool of detached worktrees under `<git-common-dir>/lanes/scratch/<n>`, each taken
+with an `flock` (`…/lanes/locks/scratch-<n>`) for as long as one verification needs it, so two
+batches never share one at once, and reused by every batch of any slug: only the first batch of a
+clone pays a full checkout. A taken worktree is moved to each commit with a two-tree checkout
+(only changed files are touched) and cleaned of every untracked and ignored file except those
+matching `lanes.keep` and the ignored top-level paths `lanes.setupCommand` created there;
+setup runs when the worktree is created and whenever a kept path is missing.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import shutil
-from typing import TYPE_CHECKING
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
 
-from .checks import CheckResult, child_env, run_checks
-from .workspace import last_line, run_setup
+from .checks import CheckResult, child_env, last_lines, run_checks
+from .store import flock_try
+from .workspace import run_setup
 
 if TYPE_CHECKING:
-    from .model import BatchRecord
     from .session import Session
+
+POOL = ("lanes", "scratch")
+
+
+class SetupFailed(Exception):
+    """`lanes.setupCommand` failed in a scratch worktree."""
+
+    def __init__(self, result: CheckResult) -> None:
+        self.result = result
+        super().__init__(f"{exit_status(result)}: {last_lines(result.output_tail)}")
+
+
+def exit_status(result: CheckResult) -> str:
+    return f"exit {result.exit_code}" if result.exit_code is not None else (result.signal or "no exit status")
+
+
+def pool_root(s: "Session") -> str:
+    return os.path.join(s.git.common_dir, *POOL)
+
+
+@contextmanager
+def take(s: "Session") -> Iterator["Scratch"]:
+    """The first free worktree of the pool (a new one when all are taken), held until the block ends."""
+    lock_dir = os.path.join(s.git.common_dir, "lanes", "locks")
+    slot = 0
+    while True:
+        held = flock_try(os.path.join(lock_dir, f"scratch-{slot}"))
+        if held is not None:
+            break
+        slot += 1
+    try:
+        yield Scratch(s, os.path.join(pool_root(s), str(slot)))
+    finally:
+        held.release()
+
+
+def remove_pool(s: "Session") -> list[str]:
+    """Remove every scratch worktree no one holds (`release --stale`; `run` with lanes.keepScratch
+    false); the paths removed."""
+    root = pool_root(s)
+    lock_dir = os.path.join(s.git.common_dir, "lanes", "locks")
+    removed = []
+    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        if not name.isdigit():
+            continue   # a slot's .keep file goes with its slot
+        held = flock_try(os.path.join(lock_dir, f"scratch-{name}"))
+        if held is None:
+            continue   # in use right now
+        try:
+            path = os.path.join(root, name)
+            shutil.rmtree(path, ignore_errors=True)
+            if os.path.exists(path + ".keep"):
+                os.unlink(path + ".keep")
+            removed.append(path)
+        finally:
+            held.release()
+    if removed:
+        s.git.work.prune()
+        s.worktrees(refresh=True)
+    return removed
 
 
 class Scratch:
-    def __init__(self, s: "Session", record: "BatchRecord") -> None:
+    def __init__(self, s: "Session", path: str) -> None:
         self.s = s
         self.git = s.git
-        self.record = record
-        self.path = os.path.join(s.git.common_dir, "lanes", "scratch", record.batch_id)
+        self.path = path
+        self._kept_file = path + ".keep"
+
+    def _setup_kept(self) -> list[str]:
+        try:
+            with open(self._kept_file, encoding="utf-8") as fh:
+                value = json.load(fh)
+            return [p for p in value if isinstance(p, str)] if isinstance(value, list) else []
+        except (OSError, ValueError):
+            return []
 
     def _keep(self) -> list[str]:
-        return self.git.config_all("lanes.keep")
+        return self.git.config_all("lanes.keep") + [f"/{p}" for p in self._setup_kept()]
 
-    def _setup(self) -> None:
-        result = run_setup(self.s, self.path, slug=self.record.slug, batch_id=self.record.batch_id, task_id="")
-        if result is not None and not result.passed:
-            self.s.warn(f"lanes.setupCommand failed in the scratch worktree (exit {result.exit_code}): "
-                        f"{last_line(result)}")
+    def _setup(self, slug: str, batch_id: str) -> None:
+        """Run `lanes.setupCommand`; remember the ignored top-level paths it created."""
+        before = set(self.git.work.ignored_top_level(self.path))
+        result = run_setup(self.s, self.path, slug=slug, batch_id=batch_id, task_id="")
+        if result is None:
+            return
+        if not result.passed:
+            raise SetupFailed(result)
+        created = sorted(set(self.git.work.ignored_top_level(self.path)) - before)
+        kept = sorted(set(self._setup_kept()) | set(created))
+        with open(self._kept_file, "w", encoding="utf-8") as fh:
+            json.dump(kept, fh)
 
-    def move_to(self, commit: str) -> str:
-        """Check the scratch worktree out at `commit`, touching only changed files, then clean it."""
+    def move_to(self, commit: str, *, slug: str, batch_id: str) -> str:
+        """Check the worktree out at `commit`, touching only changed files, then clean it."""
         work = self.git.work
-        if self.s.worktree_at(self.path) is None or not os.path.isdir(self.path):
+        if self.s.worktrees(refresh=True).at(self.path) is None or not os.path.isdir(self.path):
             if os.path.exists(self.path):
                 shutil.rmtree(self.path)
+            if os.path.exists(self._kept_file):
+                os.unlink(self._kept_file)
             work.prune()
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             work.add(self.path, commit, detach=True)
             self.s.worktrees(refresh=True)
-            self._setup()
+            self._setup(slug, batch_id)
             return self.path
         work.checkout_detached(self.path, commit)
-        work.clean(self.path, self._keep())
-        literal = [p.strip().rstrip("/") for p in self._keep() if p.strip() and not any(ch in p for ch in "*?[")]
+        keep = self._keep()
+        work.clean(self.path, keep)
+        literal = [p.strip().strip("/") for p in keep if p.strip() and not any(ch in p for ch in "*?[")]
         if any(not os.path.exists(os.path.join(self.path, p)) for p in literal):
-            self._setup()
+            self._setup(slug, batch_id)
         return self.path
 
-    def run(self, commit: str, items: list[tuple[str, str, str, float]]) -> list[CheckResult]:
-        """Run (task, id, command, timeout) items at `commit`; each result id is `<task>:<id>`."""
-        self.move_to(commit)
+    def run(self, commit: str, items: list[tuple[str, str, str, float]], *, slug: str, batch_id: str,
+            order: list[str]) -> list[CheckResult]:
+        """Run (task, id, command, timeout) items at `commit`, each distinct command once (the longest
+        timeout wins; a shared run gets `GIT_LANES_TASK` empty and `GIT_LANES_TASKS` = its tasks in plan
+        order); the result of each item is reported as `<task>:<id>`."""
+        self.move_to(commit, slug=slug, batch_id=batch_id)
+        groups: dict[tuple[str, ...], list[tuple[str, str, str, float]]] = {}
+        for item in items:
+            groups.setdefault(_command_key(item[2]), []).append(item)
+        rank = {task: i for i, task in enumerate(order)}
+        shared: dict[tuple[str, ...], CheckResult] = {}
+        for key, group in groups.items():
+            tasks = sorted(dict.fromkeys(task for task, *_ in group), key=lambda t: rank.get(t, len(rank)))
+            env = child_env(os.environ, self.git.local_env_vars, slug=slug, batch=batch_id,
+                            task=tasks[0] if len(tasks) == 1 else "")
+            if len(tasks) > 1:
+                env["GIT_LANES_TASKS"] = " ".join(tasks)
+            check_id, command = group[0][1], group[0][2]
+            shared[key] = run_checks([(check_id, command, max(t for *_, t in group))], cwd=self.path, env=env)[0]
         results = []
-        for task, check_id, command, timeout in items:
-            env = child_env(os.environ, self.git.local_env_vars, slug=self.record.slug,
-                            batch=self.record.batch_id, task=task)
-            r = run_checks([(check_id, command, timeout)], cwd=self.path, env=env)[0]
-            results.append(CheckResult(f"{task}:{r.id}" if task else r.id, r.command, r.exit_code, r.signal,
+        for task, check_id, command, _ in items:
+            r = shared[_command_key(command)]
+            results.append(CheckResult(f"{task}:{check_id}" if task else check_id, command, r.exit_code, r.signal,
                                        r.passed, r.duration_ms, r.output_tail))
         return results
+
+
+def _command_key(command: str) -> tuple[str, ...]:
+    """What makes two checks the same run: their words (the working directory is always the root)."""
+    try:
+        return tuple(shlex.split(command))
+    except ValueError:
+        return ("\0unsplittable", command)

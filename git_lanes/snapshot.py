@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from .gitio import Git
+from .gitio import Git, quote_path
 
 
 def _user_excludes(git: Git) -> str | None:
@@ -63,5 +63,5 @@ def worktree_clean(git: Git, worktree: str) -> bool:
 
 
 def changed_paths(git: Git, tree_a: str, tree_b: str) -> list[str]:
-    """Sorted paths that differ between two trees (no rename detection)."""
-    return git.odb.diff_paths(tree_a, tree_b)
+    """Sorted paths that differ between two trees (no rename detection), as Git shows them."""
+    return [quote_path(p) for p in git.odb.diff_paths(tree_a, tree_b)]

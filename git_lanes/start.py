@@ -7,9 +7,10 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .crash import crash_point
 from .errors import refused, usage
-from .gitio import BatchBranch, LaneBranch, short_branch
-from .ids import MAX_FINAL_CHECKS, check_id, final_check_problem
+from .gitio import BatchBranch, LaneBranch, quote_path, short_branch
+from .ids import MAX_FINAL_CHECKS, check_id, final_check_problem, require_utf8
 from .model import BatchRecord, Budget, Child, IntentIdentity, Lane, RevisionDelegation, contracts_manifest
 from .plan import Plan
 from .session import LANE_PREFIX, Session, batch_branch
@@ -79,15 +80,16 @@ def prepare(s: Session, slug: str, o: StartOptions) -> Prepared:
     flagged = git.work.flagged()
     if flagged:
         raise refused("batch_index_flags", "assume-unchanged or skip-worktree entries hide changes: "
-                                           + ", ".join(flagged[:5]))
+                                           + ", ".join(quote_path(p) for p in flagged[:5]))
     dirty = git.status()
     if dirty:
-        raise refused("dirty_working_tree", "commit or stash these first: " + ", ".join(e.path for e in dirty[:5])
+        raise refused("dirty_working_tree", "commit or stash these first: "
+                      + ", ".join(quote_path(e.path) for e in dirty[:5])
                       + (" …" if len(dirty) > 5 else ""))
     last = s.batches.read(slug)
     if last is not None and not last.record.terminal:
         raise refused("batch_already_active", f"batch {last.record.batch_id} of {slug} is {last.record.batch_state}; "
-                                              "tick, resume or retire it")
+                                              "tick, resume or retire it", hint=f"git lanes tick {slug}")
     branch = batch_branch(slug)
     for prefix in _ref_prefixes(branch):
         if git.refs.resolve("refs/heads/" + prefix) is not None:
@@ -115,10 +117,32 @@ def prepare(s: Session, slug: str, o: StartOptions) -> Prepared:
         mismatch = runtime_mismatch(o.executor_runtime)
         if mismatch:
             raise refused("batch_runtime_contract_mismatch", mismatch)
-    coordinator = os.path.realpath(o.worktree) if o.worktree else os.path.realpath(git.toplevel)
-    if o.worktree and os.path.exists(o.worktree) and os.listdir(o.worktree):
-        raise usage(f"--worktree: {o.worktree} exists and is not empty")
+    coordinator = new_directory(o.worktree, "--worktree") if o.worktree else os.path.realpath(git.toplevel)
     return Prepared(slug, plan, head, coordinator, final_checks, o, carried, continues)
+
+
+def new_directory(path: str, option: str) -> str:
+    """The absolute real path of a directory git-lanes is to create (`--worktree`, `demo DIR`):
+    absent or an empty directory, below a folder this user can write; a usage error otherwise,
+    before anything is written."""
+    require_utf8(path, option)
+    target = os.path.realpath(os.path.abspath(path))
+    if os.path.lexists(target):
+        if not os.path.isdir(target):
+            raise usage(f"{option}: {path} exists and is not a directory")
+        if os.listdir(target):
+            raise usage(f"{option}: {path} exists and is not empty")
+        if not os.access(target, os.W_OK | os.X_OK):
+            raise usage(f"{option}: {path} is not writable")
+        return target
+    parent = os.path.dirname(target)
+    while not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise usage(f"{option}: {path} cannot be created: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise usage(f"{option}: {path} cannot be created: {parent} is not writable")
+    return target
 
 
 def _ref_prefixes(branch: str) -> list[str]:
@@ -262,12 +286,14 @@ def start(s: Session, slug: str, o: StartOptions, confirm: Callable[[str], bool]
             raise refused("batch_confirmation_declined", "nothing was written")
         record = build_record(s, p)
         tx.write(f"batch {record.batch_id} started", record=record, new_line=True, stamp=False)
+    crash_point("start-record-written")
     git = s.git
     branch = BatchBranch(slug)
     if not p.continues:
         git.refs.create(branch.ref, p.head, f"git-lanes: start {record.batch_id}")
+    crash_point("start-branch-created")
     if o.worktree:
-        git.work.add(o.worktree, branch.name)
+        git.work.add(p.coordinator, branch.name)
     elif not p.continues:
         git.work.switch(None, branch.name)
     return record

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import authority
+from . import authority, scratch
 from .errors import usage
 from .model import BatchRecord
-from .scratch import Scratch
 from .session import Session
 from .tick.engine import rerun_items
 from .tick.finish import final_verification
@@ -28,17 +27,21 @@ def verify(s: Session, slug: str, rev: str | None) -> dict[str, Any]:
     if snap is None:
         raise usage(f"no batch for {slug}")
     record = snap.record
-    scratch = Scratch(s, record)
     if rev is None:
         head = s.git.refs.resolve("refs/heads/" + record.branch)
         if head is None:
             raise usage(f"no batch branch {record.branch}")
-        return final_verification(s, record, head, scratch).model_dump(mode="json")
+        return final_verification(s, record, head).model_dump(mode="json")
     commit = s.git.rev_parse(rev)
     if commit is None:
         raise usage(f"--commit: unknown revision {rev}")
     task = task_of_commit(s, record, commit)
     parsed = s.plan_at(commit, slug).by_id(task)
     intent = parsed.intent if parsed else authority.effective_intent(s, record, task)
-    results = scratch.run(commit, rerun_items([(task, intent)]))
+    with scratch.take(s) as sc:
+        try:
+            results = sc.run(commit, rerun_items([(task, intent)]), slug=slug, batch_id=record.batch_id,
+                             order=[c.task_id for c in record.children])
+        except scratch.SetupFailed as failed:
+            results = [failed.result]
     return {"passed": all(r.passed for r in results), "head": commit, "results": [r.to_json() for r in results]}

@@ -9,7 +9,7 @@ import os
 import shutil
 from typing import TYPE_CHECKING
 
-from .checks import CheckResult, child_env, last_lines, run_command, status_text
+from .checks import CheckResult, child_env, last_lines, run_command, status_text, tail_lines
 from .errors import LanesError, refused, usage
 from .gitio import LaneBranch, RefRaceError
 from .ids import shell_syntax_problem
@@ -63,14 +63,14 @@ def run_setup(s: "Session", path: str, *, slug: str, batch_id: str, task_id: str
 
 
 def last_line(result: CheckResult) -> str:
-    lines = last_lines(result.output_tail)
+    lines = tail_lines(result.output_tail)
     return lines[0] if lines else ""
 
 
 def setup_failure(result: CheckResult) -> str:
-    """`<exit status>: <its last 5 non-empty output lines>` (" | "-separated, one line) of a failed setup."""
-    lines = last_lines(result.output_tail, 5)
-    return f"{status_text(result.to_json())}: " + (" | ".join(lines) if lines else "(no output)")
+    """`<exit status>: <its last 5 non-empty output lines>` (" | "-separated, one line) of a failed setup:
+    the same text as the scratch worktree's `batch_integration_setup_failed`."""
+    return f"{status_text(result.to_json())}: " + (last_lines(result.output_tail) or "(no output)")
 
 
 def copy_ignored(s: "Session", source: str, target: str) -> list[str]:

@@ -141,7 +141,7 @@ def test_the_happy_path_and_its_fields():
     lifecycle.enroll(c, lane())
     lifecycle.settle(c, T2, 0)
     lifecycle.commit_lane(c, B, [C])
-    lifecycle.integrate(c, D)
+    lifecycle.integrate(record(c), c, D)
     lifecycle.release(c)
     assert (c.state, c.settled_at, c.lane.attempt, c.lane.lane_commit, c.lane.executor_commits, c.commit) == \
         ("released", T2, 0, B, [C], D)
@@ -176,7 +176,7 @@ def test_freeing_a_child_resets_its_counters_and_a_restart_drops_its_lane():
 
 
 @pytest.mark.parametrize("state, move", [
-    ("pending", lambda c: lifecycle.integrate(c, D)),
+    ("pending", lambda c: lifecycle.integrate(record(c), c, D)),
     ("integrated", lambda c: lifecycle.settle(c, T1, 0)),
     ("released", lifecycle.release),
     ("skipped_blocked", lambda c: lifecycle.enroll(c, lane())),

@@ -36,6 +36,7 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from ..errors import LanesError
+    from ..redact import redact
 
     args = sys.argv[1:] if argv is None else argv
     as_json = "--json" in args
@@ -47,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     except LanesError as e:
         if as_json and e.report is not None and e.exit_code == 1:
             render.emit_json(e.report)
-        render.err("error", e.message)
+        render.err("error", redact(e.message))
+        if e.hint:
+            render.err("hint", e.hint)
         return int(e.exit_code)
     except click.UsageError as e:
         _usage_error(e)
@@ -65,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # never a traceback, unless asked for
         if os.environ.get("GIT_LANES_DEBUG"):
             raise
-        render.err("fatal", f"internal error: {type(e).__name__}: {e}")
+        render.err("fatal", redact(f"internal error: {type(e).__name__}: {e}"))
         return 128
 
 

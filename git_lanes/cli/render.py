@@ -130,14 +130,14 @@ def show(doc: dict) -> None:
 
 def check_results(results: list[dict], limit: int | None = None) -> None:
     """`ok   <id>: <command>` / `FAIL <id> (<status>): <command>` (and, with `limit`, a failure's last lines)."""
-    from ..checks import last_lines, status_text
+    from ..checks import status_text, tail_lines
 
     for r in results:
         if r["passed"]:
             say(f"ok   {r['id']}: {r['command']}")
             continue
         say(f"FAIL {r['id']} ({status_text(r)}): {r['command']}")
-        for line in last_lines(r["output_tail"], limit or 1):
+        for line in tail_lines(r["output_tail"], limit or 1):
             say(f"      {line}")
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import usage
-from ..ids import check_id
+from ..ids import check_id, require_utf8
 
 MAX_TEXT = 4000
 KINDS = ("instruction", "correction")
@@ -38,6 +38,7 @@ def parse_instruction(value: Any) -> InstructionRequest:
     text = value.get("text")
     if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
         raise usage(f"invalid --instruct: text: must be 1 to {MAX_TEXT} characters, not blank")
+    require_utf8(text, "invalid --instruct: text")
     state = value.get("session_state")
     if state not in SESSION_STATES:
         raise usage("invalid --instruct: session_state: must be idle, working, blocked or done")

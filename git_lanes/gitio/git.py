@@ -29,7 +29,7 @@ class Git:
     """A discovered repository, seen from one worktree (or a bare repository)."""
 
     def __init__(self, cwd: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None,
-                 *, warn: Callable[[str], None] | None = None) -> None:
+                 *, warn: Callable[[str], None] | None = None, lean: bool = False) -> None:
         self._environ = dict(os.environ if environ is None else environ)
         start = os.fspath(cwd) if cwd is not None else os.getcwd()
         argv = ["git", "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir",
@@ -54,6 +54,7 @@ class Git:
         self.env["GIT_TERMINAL_PROMPT"] = "0"
         self.cwd = start
         self.warn = warn or (lambda text: None)
+        self.lean = lean     # read objects through `git cat-file --batch`: no dulwich to import
         self._idents: dict[str, tuple[str, str] | None] = {}
 
     # -- components ------------------------------------------------------------------------
@@ -62,7 +63,7 @@ class Git:
     def odb(self) -> "ObjectDB":
         from .objects import ObjectDB
 
-        return ObjectDB(self)
+        return ObjectDB(self, lean=self.lean)
 
     @cached_property
     def refs(self) -> "Refs":

@@ -1,5 +1,5 @@
-"""The object database: blobs, trees and commits read and built in-process (dulwich), plus the
-few questions about history that Git's plumbing answers in one call (ancestry, merge-tree).
+"""The object database: blobs, trees and commits read (through `readers.py`) and built here, plus
+the few questions about history that Git's plumbing answers in one call (ancestry, merge-tree).
 
 Objects are written as loose objects through a temporary file and a rename, never through a
 `.lock` file: objects are content-addressed, so a process killed mid-write leaves at most a
@@ -12,8 +12,10 @@ exactly (`os.fsencode` gives its bytes back); `quote_path` shows it the way Git 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
+import zlib
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Mapping
@@ -42,10 +44,15 @@ def _dec(raw: bytes) -> str:
 
 
 def quote_path(path: str) -> str:
-    """A path as Git prints it (`core.quotePath`): C-quoted when it holds a byte Git quotes."""
+    """A path fit for a record, a report or a terminal: as is when it is valid UTF-8 without control
+    characters, else C-quoted the way Git quotes it (`"caf\\351.txt"`)."""
     raw = _enc(path)
-    if all(32 <= b < 127 and b not in (34, 92) for b in raw):
-        return path
+    try:
+        raw.decode("utf-8")
+        if not any(b < 32 or b == 127 for b in raw):
+            return path
+    except UnicodeDecodeError:
+        pass
     escapes = {7: "a", 8: "b", 9: "t", 10: "n", 11: "v", 12: "f", 13: "r", 34: '"', 92: "\\"}
     out = []
     for b in raw:
@@ -103,82 +110,89 @@ class MissingObject(GitError):
 
 
 class ObjectDB:
-    def __init__(self, git: "Git") -> None:
+    """Reads through one reader (`readers.py`: dulwich in-process by default, `git cat-file --batch`
+    for a lean command), writes loose objects itself (lock-free)."""
+
+    def __init__(self, git: "Git", lean: bool = False) -> None:
         self.git = git
+        self.lean = lean
+        self._written: set[str] = set()    # objects of this repository known to be there
+    @cached_property
+    def reader(self):
+        from .readers import CatFileReader, DulwichReader
+
+        return CatFileReader(self.git) if self.lean else DulwichReader(self.git)
 
     @cached_property
-    def repo(self):
-        from dulwich.repo import Repo
-
-        return Repo(self.git.common_dir, bare=True)
-
-    @cached_property
-    def store(self):
-        return self.repo.object_store
+    def objects_dir(self) -> str:
+        return os.path.join(self.git.common_dir, "objects")
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def has(self, oid: str) -> bool:
-        try:
-            return oid.encode() in self.store
-        except (ValueError, AssertionError):
-            return False
+    def _read(self, oid: str, kind: str) -> bytes:
+        found = self.reader.read(oid)
+        if found is None:
+            raise MissingObject(oid, "no such object")
+        if found[0] != kind:
+            raise MissingObject(oid, f"a {found[0]}, not a {kind}")
+        return found[1]
 
-    def _get(self, oid: str, kind: bytes):
-        try:
-            obj = self.store[oid.encode()]
-        except (KeyError, ValueError, AssertionError):
-            raise MissingObject(oid, "no such object") from None
-        if obj.type_name != kind:
-            raise MissingObject(oid, f"a {obj.type_name.decode()}, not a {kind.decode()}")
-        return obj
+    def has(self, oid: str) -> bool:
+        return self.reader.has(oid)
 
     def kind(self, oid: str) -> str | None:
-        try:
-            return self.store[oid.encode()].type_name.decode()
-        except (KeyError, ValueError, AssertionError):
-            return None
+        found = self.reader.read(oid)
+        return found[0] if found else None
 
     def commit(self, oid: str) -> CommitInfo:
-        c = self._get(oid, b"commit")
-        return CommitInfo(oid=oid, tree=c.tree.decode(), parents=tuple(p.decode() for p in c.parents),
-                          author=_dec(c.author), author_time=c.author_time, committer=_dec(c.committer),
-                          commit_time=c.commit_time, message=c.message.decode("utf-8", "replace"))
+        from .readers import parse_commit, split_ident
+
+        headers, message = parse_commit(self._read(oid, "commit"))
+        author, author_time, _ = split_ident(headers[b"author"][0])
+        committer, commit_time, _ = split_ident(headers[b"committer"][0])
+        return CommitInfo(oid=oid, tree=headers[b"tree"][0].decode(), parents=tuple(p.decode() for p in
+                                                                                    headers.get(b"parent", [])),
+                          author=_dec(author), author_time=author_time, committer=_dec(committer),
+                          commit_time=commit_time, message=message.decode("utf-8", "replace"))
 
     def tree_of(self, rev: str) -> str:
         """The tree of a commit, or the tree itself."""
-        obj = self.store[rev.encode()] if self.has(rev) else None
-        if obj is None:
+        found = self.reader.read(rev)
+        if found is None:
             raise MissingObject(rev, "no such object")
-        if obj.type_name == b"commit":
-            return obj.tree.decode()
-        if obj.type_name == b"tree":
+        if found[0] == "commit":
+            return found[1][5:45].decode()     # `tree <oid>` is a commit's first line
+        if found[0] == "tree":
             return rev
-        raise MissingObject(rev, f"a {obj.type_name.decode()}, not a commit or tree")
+        raise MissingObject(rev, f"a {found[0]}, not a commit or tree")
 
     def blob(self, oid: str) -> bytes:
         data = _BLOBS.get(oid)
         if data is None:
-            data = self._get(oid, b"blob").data
+            data = self._read(oid, "blob")
             if len(_BLOBS) >= _CACHE_MAX:
                 _BLOBS.clear()
             _BLOBS[oid] = data
         return data
 
     def entries(self, tree: str) -> list[TreeEntry]:
-        return [TreeEntry(_dec(e.path), e.mode, e.sha.decode()) for e in self._get(tree, b"tree").iteritems()]
+        from .readers import parse_tree
+
+        return [TreeEntry(_dec(name), mode, oid) for name, mode, oid in parse_tree(self._read(tree, "tree"))]
 
     def entry_at(self, treeish: str, path: str) -> TreeEntry | None:
         """The entry at `path` in a commit's or a tree's tree, or None (absent, or below a file)."""
-        from dulwich.object_store import tree_lookup_path
-
         try:
-            mode, sha = tree_lookup_path(self.store.__getitem__, self.tree_of(treeish).encode(), _enc(path))
-        except (KeyError, MissingObject):
+            tree = self.tree_of(treeish)
+            parts = path.split("/")
+            for i, part in enumerate(parts):
+                entry = next((e for e in self.entries(tree) if e.name == part), None)
+                if entry is None or (i + 1 < len(parts) and entry.mode != TREE_MODE):
+                    return None
+                tree = entry.oid
+        except MissingObject:
             return None
-        except Exception:      # NotTreeError: a file where a folder would be
-            return None
-        return TreeEntry(path.rsplit("/", 1)[-1], mode, sha.decode())
+        return entry
 
     def blob_at(self, treeish: str, path: str) -> bytes | None:
         """The bytes of the file at `path`, or None."""
@@ -203,41 +217,45 @@ class ObjectDB:
             _FLAT[tree] = found
         return found
 
-    # -- writes ----------------------------------------------------------------------------------
+    # -- writes: loose objects, serialized here ----------------------------------------------------
 
-    def _add(self, obj) -> str:
-        """Write one object as a loose object, lock-free; its id."""
-        oid = obj.id.decode()
-        if obj.id in self.store:
+    def _add(self, kind: str, body: bytes) -> str:
+        """Write one object as a loose object through a temporary file and a rename; its id."""
+        raw = f"{kind} {len(body)}".encode() + b"\0" + body
+        oid = hashlib.sha1(raw).hexdigest()
+        folder = os.path.join(self.objects_dir, oid[:2])
+        final = os.path.join(folder, oid[2:])
+        if oid in self._written or os.path.exists(final):
             return oid
-        folder = os.path.join(self.store.path, oid[:2])
+        if self.has(oid):    # packed already
+            self._written.add(oid)
+            return oid
         os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix="tmp_obj_", dir=folder)
         try:
             with os.fdopen(fd, "wb") as fh:
-                fh.write(obj.as_legacy_object())
+                fh.write(zlib.compress(raw))
             os.chmod(tmp, 0o444)
-            os.replace(tmp, os.path.join(folder, oid[2:]))
+            os.replace(tmp, final)
         except BaseException:
             try:
                 os.unlink(tmp)
             except FileNotFoundError:
                 pass
             raise
+        self._written.add(oid)
         return oid
 
     def write_blob(self, data: bytes) -> str:
-        from dulwich.objects import Blob
-
-        return self._add(Blob.from_string(data))
+        return self._add("blob", data)
 
     def write_tree(self, entries: Iterable[TreeEntry]) -> str:
-        from dulwich.objects import Tree
-
-        tree = Tree()
-        for e in entries:
-            tree.add(_enc(e.name), e.mode, e.oid.encode())
-        return self._add(tree)
+        """A tree of `entries`, in Git's order (a folder sorts as if its name ended in `/`)."""
+        def order(e: TreeEntry) -> bytes:
+            return _enc(e.name) + (b"/" if e.mode == TREE_MODE else b"")
+        body = b"".join(f"{e.mode:o} ".encode() + _enc(e.name) + b"\0" + bytes.fromhex(e.oid)
+                        for e in sorted(entries, key=order))
+        return self._add("tree", body)
 
     def update_tree(self, base: str | None, changes: Mapping[str, str | None]) -> str | None:
         """Apply {path: blob id (mode 100644) or None (delete)} to a tree, reusing unchanged
@@ -263,40 +281,45 @@ class ObjectDB:
 
     def write_commit(self, tree: str, parents: Iterable[str], message: str, *, author: str, committer: str,
                      author_time: int, commit_time: int | None = None, timezone: int = 0) -> str:
-        from dulwich.objects import Commit
-
-        c = Commit()
-        c.tree = tree.encode()
-        c.parents = [p.encode() for p in parents]
-        c.author = _enc(author)
-        c.committer = _enc(committer)
-        c.author_time = author_time
-        c.commit_time = author_time if commit_time is None else commit_time
-        c.author_timezone = c.commit_timezone = timezone
-        c.encoding = b"UTF-8"
-        c.message = message.encode("utf-8", "surrogateescape")
-        return self._add(c)
+        tz = f"{'-' if timezone < 0 else '+'}{abs(timezone) // 3600:02d}{abs(timezone) % 3600 // 60:02d}"
+        lines = [f"tree {tree}"] + [f"parent {p}" for p in parents] + [
+            f"author {author} {author_time} {tz}",
+            f"committer {committer} {author_time if commit_time is None else commit_time} {tz}",
+            "encoding UTF-8"]
+        return self._add("commit", ("\n".join(lines) + "\n\n").encode("utf-8", "surrogateescape")
+                         + message.encode("utf-8", "surrogateescape"))
 
     # -- comparing trees ---------------------------------------------------------------------------
 
     def change_identity(self, a: str, b: str) -> dict[str, tuple[str, str]]:
         """{path: (new mode, new blob)} of the change a -> b (commits or trees; a deletion is
-        ("000000", zeros)). In-process, skipping unchanged subtrees."""
-        from dulwich.diff_tree import tree_changes
-
+        ("000000", zeros)). Unchanged subtrees are skipped: work in proportion to the change."""
         out: dict[str, tuple[str, str]] = {}
-        for change in tree_changes(self.store, self.tree_of(a).encode(), self.tree_of(b).encode()):
-            new, old = change.new, change.old
-            if new is not None and new.path is not None:
-                out[_dec(new.path)] = (f"{new.mode:06o}", new.sha.decode())
-            if old is not None and old.path is not None and (new is None or new.path != old.path):
-                out.setdefault(_dec(old.path), DELETED)
+        self._diff(self.tree_of(a), self.tree_of(b), "", out)
         return out
+
+    def _diff(self, a: str | None, b: str | None, prefix: str, out: dict[str, tuple[str, str]]) -> None:
+        if a == b:
+            return
+        old = {e.name: e for e in self.entries(a)} if a else {}
+        new = {e.name: e for e in self.entries(b)} if b else {}
+        for name in sorted(old.keys() | new.keys()):
+            x, y = old.get(name), new.get(name)
+            if x is not None and y is not None and (x.mode, x.oid) == (y.mode, y.oid):
+                continue
+            x_dir = x is not None and x.mode == TREE_MODE
+            y_dir = y is not None and y.mode == TREE_MODE
+            if x_dir or y_dir:
+                self._diff(x.oid if x_dir else None, y.oid if y_dir else None, f"{prefix}{name}/", out)
+            if y is not None and not y_dir:
+                out[prefix + name] = (f"{y.mode:06o}", y.oid)
+            elif x is not None and not x_dir:
+                out[prefix + name] = DELETED
 
     def diff_paths(self, a: str, b: str, pathspecs: Iterable[str] | None = None) -> list[str]:
         """Sorted paths that differ between two trees (or commits), limited to `pathspecs`."""
         specs = list(pathspecs) if pathspecs is not None else []
-        raw = self.git.run("diff-tree", "-r", "--no-renames", "--name-only", "-z", "--no-commit-id", a, b,
+        raw = self.git.run("diff-tree", "-r", "--no-renames", "--name-only", "-z", "--no-commit-id", "--end-of-options", a, b,
                            *(["--", *specs] if specs else [])).stdout
         return sorted(_dec(p) for p in raw.split(b"\0") if p)
 
@@ -320,7 +343,7 @@ class ObjectDB:
     # -- history -------------------------------------------------------------------------------------
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
-        proc = self.git.run("merge-base", "--is-ancestor", ancestor, descendant, check=False)
+        proc = self.git.run("merge-base", "--is-ancestor", "--end-of-options", ancestor, descendant, check=False)
         if proc.returncode in (0, 1):
             return proc.returncode == 0
         raise GitError(["git", "merge-base", "--is-ancestor", ancestor, descendant], proc.returncode,
@@ -328,14 +351,16 @@ class ObjectDB:
 
     def commits(self, tip: str, exclude: str, *, first_parent: bool = False) -> list[str]:
         """Commits reachable from `tip` but not from `exclude`, oldest first."""
-        args = ["rev-list", "--reverse"] + (["--first-parent"] if first_parent else []) + [tip, f"^{exclude}"]
+        args = ["rev-list", "--reverse"] + (["--first-parent"] if first_parent else []) + \
+            ["--end-of-options", tip, f"^{exclude}"]
         return [c for c in self.git.out(*args).split("\n") if c]
 
     def messages(self, exclude: str, tip: str) -> list[tuple[str, str]]:
         """(commit, message) of every commit in exclude..tip, newest first (one `git log`)."""
         if exclude == tip:
             return []
-        raw = self.git.run("log", "--format=%H%x00%B%x01", f"{exclude}..{tip}").stdout.decode("utf-8", "replace")
+        raw = self.git.run("log", "--format=%H%x00%B%x01", "--end-of-options", f"{exclude}..{tip}").stdout.decode(
+            "utf-8", "replace")
         found = []
         for item in raw.split("\x01"):
             item = item.strip("\n")
@@ -346,7 +371,7 @@ class ObjectDB:
 
     def merge_tree(self, ours: str, theirs: str) -> str | None:
         """`git merge-tree --write-tree` (Git >= 2.38): the merged tree, or None on a conflict."""
-        proc = self.git.run("merge-tree", "--write-tree", "--no-messages", ours, theirs, check=False)
+        proc = self.git.run("merge-tree", "--write-tree", "--no-messages", "--end-of-options", ours, theirs, check=False)
         if proc.returncode == 1:
             return None
         if proc.returncode != 0:
@@ -356,8 +381,9 @@ class ObjectDB:
 
     def paths(self, rev: str, under: str) -> list[str]:
         """Every file path below `under` at `rev` (`git ls-tree`: no object database opened)."""
-        proc = self.git.run("ls-tree", "-r", "-z", "--name-only", rev, "--", under, check=False)
+        proc = self.git.run("ls-tree", "-r", "-z", "--name-only", "--end-of-options", rev, "--", under, check=False)
         return [_dec(p) for p in proc.stdout.split(b"\0") if p] if proc.returncode == 0 else []
 
     def log_oneline(self, *revs: str) -> str:
-        return self.git.run("log", "--oneline", "--no-decorate", *revs, check=False).stdout.decode("utf-8", "replace")
+        return self.git.run("log", "--oneline", "--no-decorate", "--end-of-options", *revs,
+                            check=False).stdout.decode("utf-8", "replace")

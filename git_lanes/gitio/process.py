@@ -4,8 +4,10 @@ that quotes a failed command. Nothing here knows a repository; `git.Git` does.""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
-from typing import Iterable, Mapping, Sequence
+import time
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import ExitCode, LanesError
 
@@ -87,3 +89,43 @@ def init_repository(path: str, branch: str = "main") -> None:
     proc = spawn(argv, path, scrubbed_env(os.environ, local_env_vars()))
     if proc.returncode != 0:
         raise GitError(argv, proc.returncode, proc.stderr.decode("utf-8", "replace"))
+
+
+# -- Git's own lock files (SPEC §15) -----------------------------------------------------------------
+
+STALE_AFTER = 60.0     # seconds: a live Git command holds a lock far less
+LOCK_POLL = 0.2
+_LOCKED = re.compile(r"Unable to create '([^']+\.lock)': File exists")
+
+
+def locked_path(stderr: str) -> str | None:
+    """The lock file a failed Git command met, if that is why it failed."""
+    found = _LOCKED.search(stderr)
+    return found.group(1) if found else None
+
+
+class LockWait:
+    """What to do about a Git `.lock` file in the way: remove it when it is stale (a dead process's:
+    at once when `ours`, the caller holding the `flock` every writer takes, else once older than
+    60 s) and retry, or wait for a young one to go. Raises GitError when one is held for good."""
+
+    def __init__(self, warn: Callable[[str], None]) -> None:
+        self.warn = warn
+        self.since: float | None = None
+
+    def __call__(self, path: str, ours: bool = False) -> None:
+        self.since = self.since or time.monotonic()
+        try:
+            age = time.time() - os.stat(path).st_mtime
+        except FileNotFoundError:
+            return   # its holder finished meanwhile
+        if not ours and age < STALE_AFTER:
+            if time.monotonic() - self.since > STALE_AFTER + 5:   # it keeps being renewed: someone works
+                raise GitError(["git"], 128, f"'{path}' is held by a running Git command")
+            time.sleep(LOCK_POLL)
+            return
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return
+        self.warn(f"removed stale lock file {path}" + ("" if ours else f" ({int(age)} s old)"))

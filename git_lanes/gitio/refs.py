@@ -1,23 +1,20 @@
-"""Refs: typed names, reads, and every write as one of Git's own ref transactions.
+"""Refs: typed names, reads from Git's own files, and every write as one of Git's ref transactions.
 
 Each write is a compare-and-swap (`git update-ref --stdin`: start, prepare, commit) with a reflog
 reason; several refs move together or not at all. A lost race raises `RefRaceError`. A Git
 `.lock` file left by a killed process never stops a write for good (SPEC §15): a lock on a ref
 whose writers are guarded by an `flock` the caller holds (`guarded=True`) is stale and removed
-at once; any other lock is removed once it is older than `STALE_AFTER` seconds, and a younger
-one is waited for.
+at once; any other lock is removed once it is older than 60 seconds, and a younger one is waited
+for (`process.LockWait`).
 """
 
 from __future__ import annotations
 
 import os
-import re
-import time
 from dataclasses import dataclass, fields
-from functools import cached_property
 from typing import TYPE_CHECKING, ClassVar, Sequence
 
-from .process import ZERO_OID, GitError
+from .process import ZERO_OID, GitError, LockWait, locked_path
 
 if TYPE_CHECKING:
     from .git import Git
@@ -29,8 +26,6 @@ EVIDENCE_REF = "refs/notes/lanes/evidence"
 HEADS = "refs/heads/"
 BATCH_BRANCH_PREFIX = "refs/heads/imm/"
 LANE_BRANCH_PREFIX = "refs/heads/imm-lane/"
-STALE_AFTER = 60.0     # seconds: a live Git command holds a lock far less
-LOCK_POLL = 0.2
 
 Update = tuple[str, "str | None", "str | None"]   # (ref, new or None to delete, old or None: must not exist)
 
@@ -94,27 +89,57 @@ class RefRaceError(Exception):
     """A compare-and-swap lost: a ref no longer holds the expected value."""
 
 
-_LOCKED = re.compile(r"Unable to create '([^']+\.lock)': File exists")
 _RACE = ("but expected", "reference already exists", "unable to resolve reference")
 
 
+_PER_WORKTREE = ("refs/worktree/", "refs/bisect/", "refs/rewritten/")
+
+
 class Refs:
-    """The refs of one repository (reads in-process through dulwich, writes through Git)."""
+    """The refs of one repository: read from Git's files directly (loose refs, then `packed-refs`;
+    no process, no dulwich to import), written through Git's own ref transactions."""
 
     def __init__(self, git: "Git") -> None:
         self.git = git
-
-    @cached_property
-    def _container(self):
-        return self.git.odb.repo.refs
+        self._packed: tuple[tuple[int, int], dict[str, str]] | None = None
 
     def resolve(self, ref: str) -> str | None:
-        """The object id a full ref name points at (peeling symbolic refs), or None."""
+        """The object id a full ref name points at (following symbolic refs), or None."""
+        for _ in range(5):
+            if ".." in ref or ref.startswith("/") or "\0" in ref:
+                return None
+            per_worktree = ref == "HEAD" or ref.startswith(_PER_WORKTREE)
+            path = os.path.join(self.git.git_dir if per_worktree else self.git.common_dir, *ref.split("/"))
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read().strip()
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                return None if per_worktree else self.packed().get(ref)
+            if data.startswith(b"ref: "):
+                ref = data[5:].decode("utf-8", "surrogateescape")
+                continue
+            value = data.decode("ascii", "replace")
+            return value if len(value) in (40, 64) and all(c in "0123456789abcdef" for c in value) else None
+        return None
+
+    def packed(self) -> dict[str, str]:
+        """{ref: oid} of `packed-refs`, read again only when the file changed."""
+        path = os.path.join(self.git.common_dir, "packed-refs")
         try:
-            value = self._container[ref.encode("utf-8", "surrogateescape")]
-        except KeyError:
-            return None
-        return value.decode()
+            st = os.stat(path)
+        except FileNotFoundError:
+            return {}
+        stamp = (st.st_mtime_ns, st.st_size)
+        if self._packed is None or self._packed[0] != stamp:
+            found = {}
+            with open(path, "rb") as fh:
+                for line in fh:
+                    if line[:1] in (b"#", b"^"):
+                        continue
+                    oid, _, name = line.rstrip(b"\n").partition(b" ")
+                    found[name.decode("utf-8", "surrogateescape")] = oid.decode("ascii", "replace")
+            self._packed = (stamp, found)
+        return self._packed[1]
 
     def under(self, prefix: str) -> dict[str, str]:
         """{full ref: oid} for every ref under `prefix` (one `for-each-ref`)."""
@@ -139,40 +164,19 @@ class Refs:
             lines.append(f"delete {ref} {expect}" if new is None else f"update {ref} {new} {expect}")
         lines += ["prepare", "commit", ""]
         data = "\n".join(lines)
-        waited_since = None
+        wait = LockWait(self.git.warn)
         while True:
             proc = self.git.run("update-ref", "-m", reason, "--stdin", input=data, check=False)
             if proc.returncode == 0:
                 return
             err = proc.stderr.decode("utf-8", "replace")
-            locked = _LOCKED.search(err)
-            if locked:
-                waited_since = waited_since or time.monotonic()
-                if self._clear_lock(locked.group(1), guarded, waited_since):
-                    continue
-                time.sleep(LOCK_POLL)
+            lock = locked_path(err)
+            if lock:
+                wait(lock, ours=guarded and "/" + STATE_PREFIX in lock.replace(os.sep, "/"))
                 continue
             if any(text in err for text in _RACE) or ("cannot lock ref" in err and "is at" in err):
                 raise RefRaceError(err.strip())
             raise GitError(["git", "update-ref", "-m", reason, "--stdin"], proc.returncode, err)
-
-    def _clear_lock(self, path: str, guarded: bool, waited_since: float) -> bool:
-        """Remove a stale lock file (True), or say to wait for it (False)."""
-        try:
-            age = time.time() - os.stat(path).st_mtime
-        except FileNotFoundError:
-            return True   # its holder finished meanwhile
-        ours = guarded and "/" + STATE_PREFIX in path.replace(os.sep, "/")
-        if not ours and age < STALE_AFTER:
-            if time.monotonic() - waited_since > STALE_AFTER + 5:   # it keeps being renewed: someone works
-                raise GitError(["git", "update-ref"], 128, f"'{path}' is held by a running Git command")
-            return False
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-        self.git.warn(f"removed stale lock file {path}" + ("" if ours else f" ({int(age)} s old)"))
-        return True
 
     def create(self, ref: str, new: str, reason: str) -> None:
         """Create `ref` at `new`; RefRaceError when it exists."""

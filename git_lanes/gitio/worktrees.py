@@ -4,6 +4,11 @@ A listing is taken once and asked many questions (`WorktreeList.at`, `.on`); a c
 must see what another process did meanwhile takes a new one (after taking its lock). A
 delivery snapshot stages into a copy of the worktree's index, so the executor's own index is
 never touched.
+
+Every call that reads or writes a working tree runs with the configured filter drivers
+(clean, smudge, process) switched off, so a driver planted in a lane's configuration never
+runs in a coordinator's command (SPEC §8, docs/security.md); and a stale `index.lock` left by a
+killed process is removed once it is older than 60 s (a younger one is waited for).
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
+
+from .process import GitError, LockWait, locked_path
 
 if TYPE_CHECKING:
     from .git import Git
@@ -53,6 +60,38 @@ class WorktreeList(list):
 class WorkingTrees:
     def __init__(self, git: "Git") -> None:
         self.git = git
+        self._neutral: dict[str, list[str]] = {}
+
+    def _filters_off(self, worktree: str | None) -> list[str]:
+        """`-c` settings that switch off every filter driver configured for `worktree`."""
+        key = worktree or ""
+        if key not in self._neutral:
+            names = set(self.git.config)
+            if worktree and self.git.config_bool("extensions.worktreeConfig", False):
+                own = os.path.join(os.path.dirname(self.index_path(worktree)), "config.worktree")
+                if os.path.isfile(own):
+                    proc = self.git.run("config", "-f", own, "--name-only", "-l", "-z", check=False, safe=False)
+                    names |= {n.lower() for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n}
+            drivers = sorted({n[len("filter."):n.rindex(".")] for n in names
+                              if n.startswith("filter.") and n.count(".") >= 2})
+            self._neutral[key] = [arg for d in drivers for arg in
+                                  ("-c", f"filter.{d}.clean=", "-c", f"filter.{d}.smudge=",
+                                   "-c", f"filter.{d}.process=", "-c", f"filter.{d}.required=false")]
+        return self._neutral[key]
+
+    def _run(self, *args: str, cwd: str | None = None, env=None, input: bytes | None = None, check: bool = True):
+        """`git ARGS` in a working tree: filters off, a stale index.lock removed (a young one waited for)."""
+        wait = LockWait(self.git.warn)
+        argv = [*self._filters_off(cwd), *args]
+        while True:
+            proc = self.git.run(*argv, cwd=cwd, env=env, input=input, check=False)
+            lock = locked_path(proc.stderr.decode("utf-8", "replace")) if proc.returncode else None
+            if lock is None:
+                break
+            wait(lock)
+        if check and proc.returncode != 0:
+            raise GitError(["git", *args], proc.returncode, proc.stderr.decode("utf-8", "replace"))
+        return proc
 
     # -- the list ------------------------------------------------------------------------------
 
@@ -72,12 +111,12 @@ class WorkingTrees:
 
     def add(self, path: str, target: str, *, detach: bool = False) -> None:
         """`git worktree add` at `path` of a branch (short name) or, detached, a commit."""
-        self.git.run("worktree", "add", "-q", *(["--detach"] if detach else []), path, target)
+        self._run("worktree", "add", "-q", *(["--detach"] if detach else []), "--end-of-options", path, target)
 
     def remove(self, path: str, *, force: bool = False) -> None:
         """`git worktree remove` (never forced unless asked: a worktree with changes stays and Git says
         why; `force` only once those changes are kept elsewhere)."""
-        self.git.run("worktree", "remove", *(["--force"] if force else []), path)
+        self._run("worktree", "remove", *(["--force"] if force else []), "--end-of-options", path)
 
     def prune(self) -> None:
         self.git.run("worktree", "prune")
@@ -87,7 +126,7 @@ class WorkingTrees:
     def status(self, cwd: str | None = None, *, untracked: str = "all", excludes: str | None = None) -> list[StatusEntry]:
         """`git status --porcelain=v1 -z --no-renames`, parsed (never takes the index lock)."""
         extra = ["-c", f"core.excludesFile={excludes}"] if excludes else []
-        proc = self.git.run("--no-optional-locks", *extra, "status", "--porcelain=v1", "-z", "--no-renames",
+        proc = self._run("--no-optional-locks", *extra, "status", "--porcelain=v1", "-z", "--no-renames",
                             f"--untracked-files={untracked}", cwd=cwd)
         return [StatusEntry(xy=item[:2], path=item[3:])
                 for item in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if item]
@@ -100,8 +139,8 @@ class WorkingTrees:
         if not patterns:
             return [], []
         excludes = [f"--exclude={p}" for p in patterns]
-        untracked = self.git.run("ls-files", "-z", "--others", "--ignored", *excludes, cwd=cwd).stdout
-        tracked = self.git.run("ls-files", "-z", "--cached", "--ignored", *excludes, cwd=cwd).stdout
+        untracked = self._run("ls-files", "-z", "--others", "--ignored", *excludes, cwd=cwd).stdout
+        tracked = self._run("ls-files", "-z", "--cached", "--ignored", *excludes, cwd=cwd).stdout
         split = lambda raw: [p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p]  # noqa: E731
         return split(untracked), split(tracked)
 
@@ -112,11 +151,20 @@ class WorkingTrees:
         data = b"".join(os.fsencode(p) + b"\0" for p in paths)
         proc = self.git.run("check-ignore", "-z", "--stdin", cwd=cwd, input=data, check=False)
         if proc.returncode not in (0, 1):
-            from .process import GitError
-
             raise GitError(["git", "check-ignore", "-z", "--stdin"], proc.returncode,
                            proc.stderr.decode("utf-8", "replace"))
         return {p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p}
+
+    def ignored_top_level(self, worktree: str) -> list[str]:
+        """The top-level names of the files and folders Git ignores in `worktree`."""
+        out = self._run("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory",
+                        cwd=worktree).stdout.decode("utf-8", "surrogateescape")
+        return sorted({p.split("/", 1)[0] for p in out.split("\0") if p})
+
+    def head_log(self, worktree: str) -> list[str]:
+        """The subjects of the worktree's HEAD reflog, newest first ([] when it has none)."""
+        proc = self.git.run("reflog", "show", "--format=%gs", "HEAD", "--", cwd=worktree, check=False)
+        return proc.stdout.decode("utf-8", "replace").splitlines() if proc.returncode == 0 else []
 
     def flagged(self, cwd: str | None = None) -> list[str]:
         """Index entries marked assume-unchanged or skip-worktree (`git ls-files -v`)."""
@@ -146,18 +194,18 @@ class WorkingTrees:
             if os.path.exists(index):
                 shutil.copyfile(index, temp_index)
             env = {**self.git.env, "GIT_INDEX_FILE": temp_index}
-            self.git.run(*extra, "add", "-A", cwd=worktree, env=env)
-            return self.git.run("write-tree", cwd=worktree, env=env).stdout.decode().strip()
+            self._run(*extra, "add", "-A", cwd=worktree, env=env)
+            return self._run("write-tree", cwd=worktree, env=env).stdout.decode().strip()
 
     def binary_patch(self, worktree: str, head: str, paths: Sequence[str]) -> bytes:
         """A binary patch that re-applies the worktree's versions of `paths` onto `head`, built
         with a temporary index (the worktree's own index is never touched)."""
         with tempfile.TemporaryDirectory(prefix="git-lanes-patch.") as tmp:
             env = {**self.git.env, "GIT_INDEX_FILE": os.path.join(tmp, "index")}
-            self.git.run("read-tree", head, cwd=worktree, env=env)
+            self._run("read-tree", head, cwd=worktree, env=env)
             data = b"".join(os.fsencode(p) + b"\0" for p in paths)
-            self.git.run("update-index", "--add", "-z", "--stdin", cwd=worktree, env=env, input=data)
-            return self.git.run("diff", "--cached", "--binary", "--full-index", "--no-renames", "--no-ext-diff",
+            self._run("update-index", "--add", "-z", "--stdin", cwd=worktree, env=env, input=data)
+            return self._run("diff", "--cached", "--binary", "--full-index", "--no-renames", "--no-ext-diff",
                                 "--no-textconv", "--no-color", "--src-prefix=a/", "--dst-prefix=b/", head,
                                 cwd=worktree, env=env).stdout
 
@@ -167,33 +215,33 @@ class WorkingTrees:
         """Check `paths` out from the index (literally: no pathspec magic)."""
         if paths:
             data = b"".join(os.fsencode(p) + b"\0" for p in paths)
-            self.git.run("--literal-pathspecs", "checkout", "--pathspec-from-file=-", "--pathspec-file-nul",
+            self._run("--literal-pathspecs", "checkout", "--pathspec-from-file=-", "--pathspec-file-nul",
                          cwd=worktree, input=data)
 
     def checkout_detached(self, worktree: str, commit: str) -> None:
         """Move a detached worktree to `commit` (a two-tree checkout: only changed files)."""
-        self.git.run("checkout", "-q", "-f", "--detach", commit, cwd=worktree)
+        self._run("checkout", "-q", "-f", "--detach", commit, cwd=worktree)
 
     def clean(self, worktree: str, keep: Sequence[str] = ()) -> None:
         """Remove every untracked and ignored file except those matching `keep`."""
         excludes: list[str] = []
         for pattern in keep:
             excludes += ["-e", pattern]
-        self.git.run("clean", "-q", "-ffdx", *excludes, cwd=worktree)
+        self._run("clean", "-q", "-ffdx", *excludes, cwd=worktree)
 
     def refresh_index(self, worktree: str) -> None:
         """`git reset --mixed`: the index follows HEAD, the files stay (best effort)."""
-        self.git.run("reset", "-q", "--mixed", cwd=worktree, check=False)
+        self._run("reset", "-q", "--mixed", cwd=worktree, check=False)
 
     def fast_forward(self, worktree: str, commit: str) -> None:
         """`git merge --ff-only` in `worktree` (Git's own compare-and-swap of its branch)."""
-        self.git.run("-c", "maintenance.auto=false", "merge", "--ff-only", "--no-verify-signatures", "-q", commit,
-                     cwd=worktree)
+        self._run("-c", "maintenance.auto=false", "merge", "--ff-only", "--no-verify-signatures", "-q", commit,
+                  cwd=worktree)
 
     def switch(self, worktree: str | None, branch: str) -> None:
-        self.git.run("switch", "-q", branch, cwd=worktree)
+        self._run("switch", "-q", branch, cwd=worktree)
 
     def commit_all(self, worktree: str, message: str) -> None:
         """Stage everything and commit (for repositories git-lanes builds itself: the demo)."""
-        self.git.run("add", "-A", cwd=worktree)
-        self.git.run("commit", "-q", "-m", message, cwd=worktree)
+        self._run("add", "-A", cwd=worktree)
+        self._run("commit", "-q", "-m", message, cwd=worktree)

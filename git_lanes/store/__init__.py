@@ -13,7 +13,7 @@ from .batch import BatchStore, Snapshot, Transaction
 from .evidence import EvidenceNotes
 from .lanes import LaneStore
 from .layout import CorruptRecord
-from .locks import evidence_lock, is_held, lane_lock, slug_lock, verify_lock_path
+from .locks import Held, evidence_lock, flock_try, is_held, lane_lock, slug_lock, verify_lock_path
 
 __all__ = ["BATCH_REF", "EVIDENCE_REF", "LANE_REF", "BatchStore", "Snapshot", "Transaction", "EvidenceNotes",
-           "LaneStore", "CorruptRecord", "evidence_lock", "is_held", "lane_lock", "slug_lock", "verify_lock_path"]
+           "LaneStore", "CorruptRecord", "Held", "evidence_lock", "flock_try", "is_held", "lane_lock", "slug_lock", "verify_lock_path"]

@@ -32,7 +32,13 @@ def shard(key: str) -> str:
 
 
 def blob(value: Any) -> bytes:
-    return (canonical_json(value) + "\n").encode("utf-8", "surrogateescape")
+    """Canonical JSON, strictly UTF-8: a string that is not (a lone surrogate) is a bug upstream,
+    reported as a fatal error before anything is written."""
+    try:
+        return (canonical_json(value) + "\n").encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise LanesError(f"a record field is not valid UTF-8 ({exc.reason} at {exc.start}); nothing was written",
+                         exit_code=ExitCode.FATAL) from None
 
 
 def one_line(exc: Exception) -> str:

@@ -56,6 +56,32 @@ def flock(path: str, timeout: float, busy: str) -> Iterator[None]:
         os.close(fd)
 
 
+class Held:
+    """An `flock` this process holds until `release()`."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd: int | None = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def flock_try(path: str) -> Held | None:
+    """Take the `flock` on `path` (created if missing) without waiting; None when someone holds it."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return None
+        raise
+    return Held(fd)
+
+
 def is_held(path: str) -> bool:
     """Whether some process holds the `flock` on `path` now (without waiting)."""
     try:

@@ -3,6 +3,12 @@
 `tick`, `instruct`, `revise`, `review`, `provision`, `start`, `resume` and `run` all run the full
 pipeline, differing only in the request they carry; `integrate` runs the same steps without
 admission (`INTEGRATE`); `status` builds the same report without a step or a write.
+
+Integration never blocks the batch (§8.6): step 9 only records a candidate (with the verification
+lock taken); its reruns run after the slug's lock is released, and `LAND` lands it under the lock
+again, then records the next one (one candidate at a time, each lane-committed child in settle
+order, §7 step 9). `run_tick` verifies in-process until none is left; `run` hands that to a
+worker (`verify`), so everything else goes on meanwhile.
 """
 
 from __future__ import annotations
@@ -10,7 +16,8 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ..errors import usage
-from . import finish, land, observe, repair
+from . import finish, gate, land, observe, repair
+from .land import Pending
 from .request import Outcome, Request, parse_offers
 from .state import TickState
 
@@ -23,18 +30,60 @@ FULL: tuple[Step, ...] = (
     finish.admit, finish.complete, finish.stop,                                                     # 11, 12, 14
 )
 INTEGRATE: tuple[Step, ...] = tuple(step for step in FULL if step is not finish.admit)
+LAND: tuple[Step, ...] = (
+    repair.authorize, repair.restore_leaks, repair.adopt, repair.record_releases, repair.lineage,
+    gate.land, land.integrate, finish.complete, finish.stop,
+)
 
-__all__ = ["FULL", "INTEGRATE", "Outcome", "Request", "TickState", "parse_offers", "run_tick", "status_report"]
+__all__ = ["FULL", "INTEGRATE", "LAND", "Outcome", "Pending", "Request", "TickState", "parse_offers", "run_tick",
+           "status_report", "tick", "verify"]
 
 
 def run_tick(s, slug: str, req: Request, steps: Sequence[Step] = FULL) -> Outcome:
-    """One tick under the slug's lock, then the tracker closes outside it."""
-    with s.transaction(slug, req.actor) as tx:
-        s.worktrees(refresh=True)   # the list after the lock: what other commands did is seen
-        t = TickState(s, slug, req, tx, schedule=finish.admit in steps)
-        outcome = _locked(t, steps)
+    """One tick, its candidate (if any) verified and landed or parked before it returns."""
+    outcome, pending = tick(s, slug, req, steps)
+    while pending is not None:
+        outcome, pending = verify(s, slug, req, pending)
+    return outcome
+
+
+def tick(s, slug: str, req: Request, steps: Sequence[Step] = FULL) -> tuple[Outcome, Pending | None]:
+    """The steps under the slug's lock; a candidate step 9 recorded comes back to be verified."""
+    return _hold(s, slug, req, steps, None, schedule=finish.admit in steps)
+
+
+def verify(s, slug: str, req: Request, pending: Pending) -> tuple[Outcome, Pending | None]:
+    """The candidate's reruns (no slug lock), then `LAND` under the lock; a head that moved comes
+    back as a rebuilt candidate to verify once more."""
+    try:
+        gate.rerun(s, slug, pending)
+    except BaseException:
+        pending.held.release()
+        raise
+    return _hold(s, slug, req, LAND, pending, schedule=pending.schedule)
+
+
+def _hold(s, slug: str, req: Request, steps: Sequence[Step], landing: Pending | None, *,
+          schedule: bool) -> tuple[Outcome, Pending | None]:
+    t = None
+    try:
+        with s.transaction(slug, req.actor) as tx:
+            s.worktrees(refresh=True)   # the list after the lock: what other commands did is seen
+            t = TickState(s, slug, req, tx, schedule=schedule)
+            if landing is not None:   # the report goes on from the tick that recorded the candidate
+                t.landing, t.extras, t.reason = landing, landing.extras or t.extras, landing.reason
+            outcome = _locked(t, steps)
+            if t.pending is not None:
+                t.pending.extras, t.pending.reason = t.extras, t.reason
+            if landing is not None and (t.pending is None or t.pending.held is not landing.held):
+                landing.held.release()   # nothing more to verify: another verifier may go
+    except BaseException:
+        for held in (landing, t.pending if t else None):
+            if held is not None:
+                held.held.release()
+        raise
     closes = finish.tracker_closes(s, slug, t.record, req.actor, outcome)
-    return closes or outcome
+    return closes or outcome, t.pending
 
 
 def _locked(t: TickState, steps: Sequence[Step]) -> Outcome:

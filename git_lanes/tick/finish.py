@@ -26,7 +26,6 @@ from .state import TickState
 
 if TYPE_CHECKING:
     from ..model import BatchRecord, Child
-    from ..scratch import Scratch
     from ..session import Session
 
 
@@ -68,21 +67,27 @@ def _refuse_offer(t: TickState, task_id: str, path: str, reason: str) -> None:
 
 # -- step 12: complete -------------------------------------------------------------------------------------
 
-def final_verification(s: "Session", record: "BatchRecord", head: str, scratch: "Scratch") -> FinalVerification:
-    """The batch's final checks, in order, in the scratch worktree at `head` (SPEC §10.3)."""
-    from ..checks import child_env, run_command
+def final_verification(s: "Session", record: "BatchRecord", head: str) -> FinalVerification:
+    """The batch's final checks, in order, in a scratch worktree at `head` (SPEC §10.3)."""
+    from .. import scratch
+    from ..checks import CheckResult, child_env, run_command
     from ..ids import validate_final_check
     from ..model import CheckResultModel
 
-    results = []
+    results: list[CheckResult] = []
     if record.final_checks:
-        scratch.move_to(head)
-        env = child_env(os.environ, s.git.local_env_vars, slug=record.slug, batch=record.batch_id, task="")
-        for index, command in enumerate(record.final_checks, 1):
-            argv = validate_final_check(command)
-            r = run_command(f"final-{index}", command, cwd=scratch.path, env=env, timeout=FINAL_TIMEOUT, argv=argv)
-            results.append(CheckResultModel(**r.to_json()))
-    return FinalVerification(passed=all(r.passed for r in results), head=head, results=results)
+        with scratch.take(s) as sc:
+            try:
+                sc.move_to(head, slug=record.slug, batch_id=record.batch_id)
+            except scratch.SetupFailed as failed:
+                results.append(failed.result)
+            else:
+                env = child_env(os.environ, s.git.local_env_vars, slug=record.slug, batch=record.batch_id, task="")
+                for index, command in enumerate(record.final_checks, 1):
+                    results.append(run_command(f"final-{index}", command, cwd=sc.path, env=env, timeout=FINAL_TIMEOUT,
+                                               argv=validate_final_check(command)))
+    return FinalVerification(passed=all(r.passed for r in results), head=head,
+                             results=[CheckResultModel(**r.to_json()) for r in results])
 
 
 FINAL_TIMEOUT = 1800.0
@@ -92,7 +97,7 @@ def complete(t: TickState) -> bool:
     rec = t.record
     if rec.batch_state != "running" or not lifecycle.done(rec):
         return True
-    fv = final_verification(t.s, rec, t.head, t.scratch())
+    fv = final_verification(t.s, rec, t.head)
     rec.final_verification = fv
     rec.batch_state = "completed"
     if fv.passed:

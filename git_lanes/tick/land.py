@@ -1,44 +1,55 @@
 """SPEC §7 C steps 8–9: land settled children on the batch branch.
 
     lane_commits (8)  one commit per settled child, inside its scope (§8.2)
-    integrate    (9)  candidate, identity gate, reruns, fast-forward, evidence (§8.3–§8.5)
+    integrate    (9)  at most one candidate per tick, recorded under the slug's lock with the
+                      verification lock taken (§8.3, §8.6); `gate.py` verifies and lands it
 """
 
 from __future__ import annotations
 
-import os
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .. import authority, lifecycle
+from ..crash import crash_point
+from ..model import Candidate
 from ..scope import outside_scope
+from ..store import Held, flock_try, verify_lock_path
 from . import engine
 from .state import TickState
 
 if TYPE_CHECKING:
     from ..checks import CheckResult
     from ..model import Child
+    from ..report import Extras
 
 
-def crash_point(name: str) -> None:
-    """Fault injection for crash tests: `GIT_LANES_CRASH_AT=<name>` kills this process here."""
-    if os.environ.get("GIT_LANES_CRASH_AT") == name:
-        import signal
+@dataclass
+class Pending:
+    """A recorded candidate to verify, with the verification lock held for it."""
+    batch_id: str
+    candidate: Candidate
+    items: list[tuple[str, str, str, float]]     # (task, check id, command, timeout) to rerun
+    order: list[str]                              # the batch's tasks in plan order
+    held: Held
+    schedule: bool = True                         # the report after landing hands off provisions
+    rebuilt: bool = False
+    results: list["CheckResult"] = field(default_factory=list)
+    setup_failure: str | None = None              # `<exit status>: <last lines>` of a failed setup
+    extras: "Extras | None" = None                # what the tick that recorded it reports (refusals, ...)
+    reason: str | None = None
 
-        os.kill(os.getpid(), signal.SIGKILL)
 
-
-def _selected(t: TickState, child: "Child") -> bool:
-    return t.req.only is None or child.task_id in t.req.only
-
+# -- step 8 -----------------------------------------------------------------------------------------
 
 def lane_commits(t: TickState) -> bool:
-    """Step 8: settled -> lane_committed; the record is written before any lane branch moves."""
+    """settled -> lane_committed; the record is written before any lane branch moves."""
     rec = t.record
     built = []
     for child in rec.children:
         if child.state == "lane_committed":
             built.append(child)  # a crash may have left the branch move undone
-        if child.state != "settled" or not _selected(t, child):
+        if child.state != "settled":
             continue
         attempt = t.attempt_of(child)
         if attempt is None or not attempt.passed:
@@ -55,33 +66,67 @@ def lane_commits(t: TickState) -> bool:
         t.events.append(f"lane commit {child.task_id}")
         built.append(child)
     if built:
-        t.write()  # the record first: then moving the lane branch can never lose a commit
+        t.write()
         crash_point("lane-commit-recorded")
         for child in built:
             engine.move_lane_branch(t.s, child)
     return True
 
 
+# -- step 9 -----------------------------------------------------------------------------------------
+
 def integrate(t: TickState) -> bool:
-    """Step 9: every lane-committed child, in settle order (`settled_at`, then plan order)."""
-    rec = t.record
-    order = {c.task_id: i for i, c in enumerate(rec.children)}
-    queue = sorted((c for c in rec.children if c.state == "lane_committed" and _selected(t, c)),
-                   key=lambda c: (c.settled_at or "", order[c.task_id]))
-    for child in queue:
-        try:
-            _integrate_one(t, child)
-        except engine.Park as park:
-            t.park(child, park.reason)
-            t.write()
+    """One candidate at a time: the recorded one whose verifier died, else the next lane-committed
+    child in settle order (`settled_at`, then plan order). A live verifier makes this step a no-op;
+    the verifier that just landed one goes on with the next (it holds the lock already)."""
+    if t.pending is not None:
+        return True   # a rebuilt candidate waits for its verification
+    mine = t.landing.held if t.landing is not None else None
+    held = mine or flock_try(verify_lock_path(t.git, t.slug))
+    if held is None:
+        return True   # a live verifier holds it: only the next integration waits
+    try:
+        t.pending = _choose(t, held)
+    finally:
+        if t.pending is None and mine is None:
+            held.release()
     return True
 
 
-def _integrate_one(t: TickState, child: "Child") -> None:
+def _choose(t: TickState, held: Held) -> Pending | None:
+    rec = t.record
+    stale = rec.candidate
+    if stale is not None:
+        if stale.head == t.head:
+            return pending_for(t, rec.child(stale.task_id), stale, held)
+        rec.candidate = None   # built on a head that moved: build it again below
+        t.events.append(f"candidate of {stale.task_id} dropped (the head moved)")
+    order = {c.task_id: i for i, c in enumerate(rec.children)}
+    queue = sorted((c for c in rec.children if c.state == "lane_committed"),
+                   key=lambda c: (c.settled_at or "", order[c.task_id]))
+    for child in queue:
+        try:
+            commit = build(t, child)
+        except engine.Park as park:
+            t.park(child, park.reason)
+            t.write()
+            continue
+        rec.candidate = Candidate(task_id=child.task_id, commit=commit, head=t.head, at=t.s.clock())
+        t.events.append(f"candidate {child.task_id}")
+        t.write()
+        crash_point("candidate-recorded")
+        return pending_for(t, child, rec.candidate, held)
+    if stale is not None and rec.candidate is None:
+        t.write()
+    return None
+
+
+def build(t: TickState, child: "Child") -> str:
+    """The candidate of a lane-committed child on the current head (§8.3), or Park."""
     rec = t.record
     git = t.git
     lane = child.lane
-    head = t.head  # fast_forward re-checks the coordinator's HEAD right before it moves
+    head = t.head
     expected = t.expected()
     if head != expected:
         raise engine.Park(f"batch_head_lineage_broken: the coordinator is at {head}, expected {expected}")
@@ -95,21 +140,19 @@ def _integrate_one(t: TickState, child: "Child") -> None:
     what = authority.plan_mismatch(t.s, rec, candidate)
     if what is not None:
         raise engine.Park(f"plan_changed: {what}")
-    since_base = t.since(lane.base_head)
-    intents = [(child.task_id, authority.effective_intent(t.s, rec, child.task_id))]
-    intents += [(sib.task_id, authority.effective_intent(t.s, rec, sib.task_id)) for sib in rec.children
-                if sib.commit in since_base and sib.task_id != child.task_id]
-    results = t.scratch().run(candidate, engine.rerun_items(intents))
-    failed = [r.id for r in results if not r.passed]
-    if failed:
-        raise engine.Park(f"batch_integration_check_failed: {', '.join(failed)} failed on candidate {candidate}")
-    engine.fast_forward(git, rec.coordinator, rec.branch, head, candidate)
-    crash_point("fast-forwarded")
-    t.head = candidate
-    t.extend_history(candidate)
-    mark_integrated(t, child, candidate, results)
-    t.events.append(f"integrated {child.task_id}")
-    t.write()
+    return candidate
+
+
+def pending_for(t: TickState, child: "Child", candidate: Candidate, held: Held, rebuilt: bool = False) -> Pending:
+    """What verifying `candidate` reruns: the child's checks and those of every sibling integrated
+    since its lane base, each from its authorized or approved intent."""
+    rec = t.record
+    since_base = t.since(child.lane.base_head)
+    tasks = [child.task_id] + [sib.task_id for sib in rec.children
+                               if sib.commit in since_base and sib.task_id != child.task_id]
+    intents = [(task, authority.effective_intent(t.s, rec, task)) for task in tasks]
+    return Pending(rec.batch_id, candidate, engine.rerun_items(intents), [c.task_id for c in rec.children], held,
+                   schedule=t.schedule, rebuilt=rebuilt)
 
 
 def mark_integrated(t: TickState, child: "Child", commit: str, rerun: list["CheckResult"]) -> None:
@@ -117,7 +160,7 @@ def mark_integrated(t: TickState, child: "Child", commit: str, rerun: list["Chec
     from ..revise import reseal
 
     rec = t.record
-    lifecycle.integrate(child, commit)
+    lifecycle.integrate(rec, child, commit)
     attempt = t.attempt_of(child)
     ident = rec.intent_identities.get(child.task_id)
     t.notes[commit] = engine.evidence_note(rec, child, attempt, rerun, ident.model_dump() if ident else None)

@@ -14,6 +14,7 @@ from ..canonical import sha256_digest
 from ..decisions.instruction import instruction_refusal
 from ..decisions.obligation import after_pass, qa_limit
 from ..errors import refused
+from ..ids import require_utf8
 from ..model import Intervention, Review
 from ..report import LaneView, build_report
 from ..store import CorruptRecord
@@ -70,6 +71,8 @@ def _instruct(t: TickState) -> None:
 
 
 def _review(t: TickState, task_id: str, verdict: str, text: str | None) -> None:
+    if text is not None:
+        require_utf8(text, "--message")
     rec = t.record
     child = rec.child(task_id)
     view = view_lane(t, child) if child and child.state == "enrolled" else None

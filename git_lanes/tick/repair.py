@@ -32,6 +32,14 @@ def guards(t: TickState) -> Outcome | None:
     if t.req.max_parallel is not None and t.req.max_parallel != rec.max_parallel:
         return t.reject("batch_parallel_mismatch",
                         f"the batch runs with --max-parallel {rec.max_parallel}, not {t.req.max_parallel}")
+    tip = t.git.refs.resolve(t.branch.ref)
+    if tip is None and _work_integrated(rec):
+        return t.reject("batch_coordinator_off_branch",
+                        f"the batch branch {rec.branch} is gone, with integrated work on it; recreate it at its "
+                        f"last integrated commit: 'git update-ref {t.branch.ref} {t.expected()}'")
+    t.continue_start = _start_interrupted(t, tip)
+    if t.continue_start is not None:
+        return None
     wt = t.s.worktree_at(rec.coordinator)
     if wt is None or not os.path.isdir(rec.coordinator):
         return t.reject("batch_coordinator_off_branch", f"the coordinator worktree {rec.coordinator} is missing")
@@ -39,17 +47,59 @@ def guards(t: TickState) -> Outcome | None:
         on = short_branch(wt.branch) if wt.branch else "a detached HEAD"
         return t.reject("batch_coordinator_off_branch",
                         f"the coordinator {rec.coordinator} is on {on}, not {rec.branch}; "
-                        f"switch back with 'git switch {rec.branch}'")
+                        f"switch back with 'git -C {rec.coordinator} switch {rec.branch}'")
     if rec.batch_state == "needs_human" and t.req.has_requests:
         return t.reject("batch_needs_human", f"the batch needs a human decision ({rec.reason}); "
-                                             "resume it with 'git lanes resume'")
+                                             f"resume it with 'git lanes resume {rec.slug}'")
     return None
 
 
-def ensure_branch(t: TickState) -> None:
+def _work_integrated(rec) -> bool:
+    """Anything this batch itself put on its branch (carried-over commits aside)."""
+    return bool(rec.adopted_heads) or any(c.commit and c.lane and c.lane.run_id != "carried-over"
+                                          for c in rec.children)
+
+
+def _start_interrupted(t: TickState, tip: str | None) -> str | None:
+    """How to finish a `start` killed after its record write (SPEC §15 v3), or None: the batch branch
+    is missing (`branch`), the coordinator still has to be created (`worktree`) or switched to the
+    branch (`switch`) — only while nothing ran yet: no lane, nothing integrated, the coordinator
+    clean at the batch's base."""
     rec = t.record
-    if t.git.refs.resolve(t.branch.ref) is None:  # a crash between the record and the branch
-        t.git.refs.create(t.branch.ref, rec.base_head, f"git-lanes: create {rec.branch}")
+    if _work_integrated(rec) or any(c.lane is not None and c.lane.run_id != "carried-over" for c in rec.children):
+        return None
+    if tip is not None and tip != rec.base_head:
+        return None
+    wt = t.s.worktree_at(rec.coordinator)
+    if wt is None:
+        path = rec.coordinator
+        fresh = not os.path.lexists(path) or (os.path.isdir(path) and not os.listdir(path))
+        return "worktree" if fresh else None
+    if wt.branch == t.branch.ref:
+        return "branch" if tip is None else None
+    if wt.head != rec.base_head or not t.git.work.is_clean(rec.coordinator):
+        return None
+    moved = f" to {t.branch.name}"
+    if any(s.startswith("checkout: moving from ") and s.endswith(moved) for s in t.git.work.head_log(rec.coordinator)):
+        return None   # it was on the branch once: the user switched away (switching back continues)
+    return "switch"
+
+
+def ensure_branch(t: TickState) -> None:
+    """Finish an interrupted `start` (the branch at `base_head`; the coordinator created or
+    switched to it), then read the head."""
+    rec = t.record
+    how = t.continue_start
+    if how is not None:
+        if t.git.refs.resolve(t.branch.ref) is None:
+            t.git.refs.create(t.branch.ref, rec.base_head, f"git-lanes: create {rec.branch}")
+        if how == "worktree":
+            t.git.work.add(rec.coordinator, t.branch.name)
+        elif how == "switch":
+            t.git.work.switch(rec.coordinator, t.branch.name)
+        if how != "branch":
+            t.s.warn(f"start was interrupted; the coordinator {rec.coordinator} is now on {rec.branch}")
+        t.s.worktrees(refresh=True)
     t.head = t.git.rev_parse("HEAD", cwd=rec.coordinator)
 
 

@@ -20,9 +20,9 @@ from .request import Outcome, Request
 if TYPE_CHECKING:
     from ..lanehost import LocalLanes
     from ..model import BatchRecord, Child, LaneRecord, QaAttempt
-    from ..scratch import Scratch
     from ..session import Session
     from ..store import Transaction
+    from .land import Pending
 
 
 class TickState:
@@ -43,9 +43,11 @@ class TickState:
         self.notes: dict[str, dict[str, Any]] = {}    # evidence notes to write with the next record write
         self.head: str | None = None
         self.reason: str | None = None
+        self.continue_start: str | None = None   # how to finish an interrupted `start` (repair.guards)
+        self.pending: "Pending | None" = None    # a candidate recorded by step 9, to verify
+        self.landing: "Pending | None" = None    # a verified candidate this hold lands
         self.lanes: "LocalLanes" = LocalLanes(s)
         self._scopes: dict[str, list[str]] | None = None
-        self._scratch: "Scratch | None" = None
         self._hist: list[str] | None = None
         self._hist_set: set[str] = set()
 
@@ -58,7 +60,7 @@ class TickState:
     def branch(self) -> BatchBranch:
         return BatchBranch(self.slug)
 
-    # -- effective scopes, the scratch worktree ---------------------------------------------------
+    # -- effective scopes ---------------------------------------------------
 
     @property
     def scopes(self) -> dict[str, list[str]]:
@@ -70,13 +72,6 @@ class TickState:
 
     def forget_scopes(self) -> None:
         self._scopes = None
-
-    def scratch(self) -> "Scratch":
-        if self._scratch is None:
-            from ..scratch import Scratch
-
-            self._scratch = Scratch(self.s, self.record)
-        return self._scratch
 
     # -- moves of children --------------------------------------------------------------------------
 

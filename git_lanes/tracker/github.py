@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Mapping
 
 from git_lanes import __version__
+from git_lanes.redact import redact, secret_values
 from git_lanes.tracker import (
     ALREADY_CURRENT,
     AMBIGUOUS_REMOTE_STATE,
@@ -33,6 +34,7 @@ DEFAULT_API_URL = "https://api.github.com"
 PER_PAGE = 100
 MAX_PAGES = 100
 NO_TOKEN = "no GH_TOKEN/GITHUB_TOKEN"
+MAX_MESSAGE = 300   # characters of a tracker message, counted after redaction
 
 _REPO_RE = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _VISIBLE_ASCII = re.compile(r"[\x21-\x7e]+")
@@ -176,10 +178,9 @@ class GitHubTracker:
             raise _Stop(RETRYABLE_FAILURE, f"{step}: response is not JSON") from None
 
     def _scrub(self, message: str) -> str:
-        """One line, and never the token."""
-        if self._token:
-            message = message.replace(self._token, "***")
-        return " ".join(message.split())
+        """One line without the token or any other secret, cut only after that (SPEC §2.1 v3)."""
+        message = " ".join(redact(message, secret_values(extra=[self._token or ""])).split())
+        return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 3] + "..."
 
 
 def _http_stop(step: str, err: urllib.error.HTTPError) -> _Stop:
@@ -194,7 +195,7 @@ def _http_stop(step: str, err: urllib.error.HTTPError) -> _Stop:
 
 
 def _github_message(err: urllib.error.HTTPError) -> str:
-    """GitHub's short `message` from an error body, if any (at most 120 characters)."""
+    """GitHub's `message` from an error body, if any (cut by `_scrub`, after redaction)."""
     try:
         payload = json.loads(err.read(4096) or b"null")
     except (OSError, ValueError, http.client.HTTPException):
@@ -202,7 +203,7 @@ def _github_message(err: urllib.error.HTTPError) -> str:
     finally:
         err.close()
     text = payload.get("message") if isinstance(payload, dict) else None
-    return " ".join(str(text).split())[:120] if text else ""
+    return " ".join(str(text).split()) if text else ""
 
 
 def from_env(api_url: str = DEFAULT_API_URL, environ: Mapping[str, str] | None = None,

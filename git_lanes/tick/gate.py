@@ -1,0 +1,84 @@
+"""The gate of SPEC §8.3 run as §8.6 says: the reruns of a recorded candidate outside the slug's
+lock (holding the verification lock), then, under the slug's lock again, the fast-forward — only
+if the batch still runs, the candidate is unchanged, the head is still its parent and the rerun
+passed. A head that moved (a user fast-forward) rebuilds the candidate once and verifies it again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import scratch
+from . import engine
+from ..crash import crash_point
+from .land import Pending, build, mark_integrated
+from .state import TickState
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+
+def rerun(s: "Session", slug: str, pending: Pending) -> None:
+    """Run the candidate's checks in a scratch worktree of the pool (no slug lock held)."""
+    with scratch.take(s) as sc:
+        try:
+            pending.results = sc.run(pending.candidate.commit, pending.items, slug=slug, batch_id=pending.batch_id,
+                                     order=pending.order)
+            pending.setup_failure = None
+        except scratch.SetupFailed as failed:
+            pending.results = []
+            pending.setup_failure = str(failed)
+    crash_point("candidate-verified")
+
+
+def land(t: TickState) -> bool:
+    """Step 9, second half (under the slug's lock again): integrate or park the candidate's child,
+    clearing `candidate` in the same write; or rebuild it once on a head that moved."""
+    pending = t.landing
+    rec = t.record
+    cand = rec.candidate
+    if pending is None or rec.batch_state != "running" or cand != pending.candidate:
+        return True   # stopped, or decided meanwhile: nothing of ours to land
+    child = rec.child(cand.task_id)
+    failed = [r for r in pending.results if not r.passed]
+    if pending.setup_failure is not None:
+        t.park(child, f"batch_integration_setup_failed: {pending.setup_failure}")
+    elif failed:
+        from ..model import CheckResultModel
+
+        child.gate_results = [CheckResultModel(**r.to_json()) for r in failed]
+        t.park(child, f"batch_integration_check_failed: {', '.join(r.id for r in failed)} failed on candidate "
+                      f"{cand.commit}")
+    elif t.head != cand.head:
+        if pending.rebuilt:
+            rec.candidate = None   # it moved again: the next tick builds a fresh one
+            t.events.append(f"candidate of {child.task_id} dropped (the head moved again)")
+        else:
+            _rebuild(t, child, pending)
+    else:
+        try:
+            engine.fast_forward(t.git, rec.coordinator, rec.branch, t.head, cand.commit)
+        except engine.Park as park:
+            t.park(child, park.reason)
+        else:
+            crash_point("fast-forwarded")
+            t.head = cand.commit
+            t.extend_history(cand.commit)
+            mark_integrated(t, child, cand.commit, pending.results)
+            t.events.append(f"integrated {child.task_id}")
+    t.write()
+    return True
+
+
+def _rebuild(t: TickState, child, pending: Pending) -> None:
+    from ..model import Candidate
+    from .land import pending_for
+
+    try:
+        commit = build(t, child)
+    except engine.Park as park:
+        t.park(child, park.reason)
+        return
+    t.record.candidate = Candidate(task_id=child.task_id, commit=commit, head=t.head, at=t.s.clock())
+    t.events.append(f"candidate {child.task_id} rebuilt")
+    t.pending = pending_for(t, child, t.record.candidate, pending.held, rebuilt=True)

@@ -1,0 +1,189 @@
+"""SPEC §8.3, §8.6 v3: integration never blocks the batch; one run per distinct check; the
+scratch pool outlives a batch and keeps what setup built; failed gate results stay in the record."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import git
+from helpers import check_file, deliver, lane_path, lanes, lanes_json, write_initiative
+
+PY = sys.executable
+
+
+def provision(repo, task) -> Path:
+    code, report = lanes_json(repo, "provision", task)
+    assert code == 0, report
+    return Path(lane_path(report, task))
+
+
+def finish(lane: Path, files: dict[str, str]) -> None:
+    deliver(lane, files)
+    code, out, err = lanes(lane, "done")
+    assert code == 0, out + err
+
+
+def child(report, task):
+    return next(c for c in report["children"] if c["task_id"] == task)
+
+
+def counter_check(repo: Path, name: str) -> str:
+    """A check that appends one line (its GIT_LANES_TASK / GIT_LANES_TASKS) to a log outside the tree."""
+    log = repo.parent / f"{name}.log"
+    script = repo.parent / f"{name}.py"
+    script.write_text("import os, pathlib\n"
+                      f"with open({str(log)!r}, 'a') as f:\n"
+                      "    f.write(os.environ.get('GIT_LANES_TASK', '') + '|' + os.environ.get('GIT_LANES_TASKS', '')"
+                      " + '\\n')\n")
+    return f"{PY} {script}"
+
+
+def runs(repo: Path, name: str) -> list[str]:
+    log = repo.parent / f"{name}.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_a_check_several_tasks_share_runs_once_per_candidate(repo):
+    shared = counter_check(repo, "shared")
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": shared},
+                                    {"id": "b", "scope": ["src/b"], "check": shared}])
+    assert lanes(repo, "start", "demo", "--yes", "--max-parallel", "2")[0] == 0
+    la, lb = provision(repo, "a"), provision(repo, "b")
+    finish(la, {"src/a/x": "a"})
+    finish(lb, {"src/b/x": "b"})
+    lane_runs = len(runs(repo, "shared"))
+    code, report = lanes_json(repo, "tick")
+    assert code == 0 and [child(report, t)["state"] for t in "ab"] == ["integrated", "integrated"]
+    reruns = runs(repo, "shared")[lane_runs:]
+    # a's candidate runs a's check once; b's candidate (a integrated since b's base) runs the shared
+    # command once for both tasks, with GIT_LANES_TASK empty and GIT_LANES_TASKS in plan order
+    assert reruns == ["a|", "|a b"]
+    note = json.loads(git(repo, "notes", "--ref=lanes/evidence", "show", child(report, "b")["commit"]))
+    assert sorted(r["id"] for r in note["rerun"]) == ["a:A1", "b:A1"]
+
+
+def test_the_scratch_pool_outlives_the_batch_and_keeps_what_setup_built(repo):
+    (repo / ".gitignore").write_text("deps/\n")
+    setup = repo.parent / "setup.py"
+    setup.write_text("import os, pathlib\n"
+                     "pathlib.Path('deps').mkdir(exist_ok=True)\n"
+                     "pathlib.Path('deps/lib').write_text('x')\n"
+                     f"open({str(repo.parent / 'setup.log')!r}, 'a').write(os.getcwd() + '\\n')\n")
+    git(repo, "config", "lanes.setupCommand", f"{PY} {setup}")
+    needs_deps = f"{PY} -c \"import pathlib,sys; sys.exit(0 if pathlib.Path('deps/lib').exists() else 1)\""
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": needs_deps},
+                                    {"id": "b", "scope": ["src/b"], "check": needs_deps}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    finish(provision(repo, "a"), {"src/a/x": "a"})
+    assert child(lanes_json(repo, "tick")[1], "a")["state"] == "integrated"
+    finish(provision(repo, "b"), {"src/b/x": "b"})
+    report = lanes_json(repo, "tick")[1]
+    assert report["batch_state"] == "completed", report["reason"]
+    scratch = repo / ".git" / "lanes" / "scratch" / "0"
+    assert (scratch / "deps" / "lib").exists()      # lanes.keep was never set: setup's own output is kept
+    in_scratch = [line for line in (repo.parent / "setup.log").read_text().splitlines()
+                  if os.path.realpath(line) == os.path.realpath(scratch)]
+    assert len(in_scratch) == 1                      # set up once, when the worktree was created
+    worktrees = git(repo, "worktree", "list", "--porcelain")
+    assert str(scratch) in worktrees                 # a cache kept between batches
+
+
+def test_a_failing_setup_in_the_scratch_parks_the_child(repo):
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"]}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    lane = provision(repo, "a")
+    finish(lane, {"src/a/x": "a"})
+    fail = repo.parent / "fail.py"
+    fail.write_text("import sys\nprint('resolving deps')\nprint('npm ERR! missing: bundt')\nsys.exit(3)\n")
+    git(repo, "config", "lanes.setupCommand", f"{PY} {fail}")
+    code, report = lanes_json(repo, "tick")
+    a = child(report, "a")
+    assert a["state"] == "needs_human"
+    assert a["reason"] == "batch_integration_setup_failed: exit 3: resolving deps | npm ERR! missing: bundt"
+    assert git(repo, "rev-parse", "imm/demo") == git(repo, "rev-parse", "main")
+
+
+def test_failing_gate_results_stay_in_the_record_and_show_prints_them(repo):
+    flag = repo.parent / "gate-fails"
+    flag.write_text("")
+    check = f"{PY} -c \"import os,sys; print('gate said no'); sys.exit(1 if os.path.exists({str(flag)!r}) else 0)\""
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": check}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    lane = provision(repo, "a")
+    deliver(lane, {"src/a/x": "a"})
+    flag.unlink()
+    assert lanes(lane, "done")[0] == 0
+    flag.write_text("")
+    report = lanes_json(repo, "tick")[1]
+    a = child(report, "a")
+    assert a["state"] == "needs_human" and a["reason"].startswith("batch_integration_check_failed: a:A1 failed")
+    [result] = a["gate_results"]
+    assert (result["id"], result["passed"], result["exit_code"]) == ("a:A1", False, 1)
+    assert "gate said no" in result["output_tail"]
+    shown = lanes_json(repo, "show", "a")[1]
+    assert shown["child"]["gate_results"][0]["output_tail"] == result["output_tail"]
+
+
+def test_evidence_notes_keep_the_last_20_lines_of_each_check(repo):
+    noisy = f"{PY} -c \"[print(i) for i in range(100)]\""
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": noisy}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    finish(provision(repo, "a"), {"src/a/x": "a"})
+    report = lanes_json(repo, "tick")[1]
+    note = json.loads(git(repo, "notes", "--ref=lanes/evidence", "show", child(report, "a")["commit"]))
+    assert note["rerun"][0]["output_tail"].splitlines() == [str(i) for i in range(80, 100)]
+    assert note["attempt"]["results"][0]["output_tail"].splitlines() == [str(i) for i in range(80, 100)]
+    lane_record = lanes_json(repo, "show", "a")[1]["lane_record"]
+    assert len(lane_record["qa_attempts"][0]["results"][0]["output_tail"].splitlines()) == 100
+
+
+def test_a_tick_while_a_candidate_is_verified_admits_and_reports_it(repo):
+    gate = repo.parent / "gate-open"
+    waiter = repo.parent / "slow.py"   # passes at once in the lane; in the scratch it waits for the gate
+    waiter.write_text("import os, time\n"
+                      "while 'scratch' in os.getcwd() and not os.path.exists(%r):\n"
+                      "    time.sleep(0.05)\n" % str(gate))
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": f"{PY} {waiter}"},
+                                    {"id": "b", "scope": ["src/b"]}])
+    assert lanes(repo, "start", "demo", "--yes", "--max-parallel", "2")[0] == 0
+    finish(provision(repo, "a"), {"src/a/x": "a"})
+    verifier = subprocess.Popen(["git", "lanes", "tick", "--json"], cwd=repo, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        status: dict = {}
+        while time.monotonic() < deadline and not status.get("candidate"):
+            time.sleep(0.1)
+            status = lanes_json(repo, "status")[1]
+        assert status["candidate"]["task_id"] == "a"
+        assert child(status, "a")["state"] == "lane_committed"
+        # meanwhile the batch goes on: b is provisioned and admitted by a tick that skips step 9
+        code, report = lanes_json(repo, "provision", "b")
+        assert code == 0 and child(report, "b")["state"] == "enrolled"
+        assert report["candidate"]["task_id"] == "a" and child(report, "a")["state"] == "lane_committed"
+    finally:
+        gate.write_text("")
+        out, err = verifier.communicate(timeout=60)
+    assert verifier.returncode == 0, err
+    assert child(json.loads(out), "a")["state"] == "integrated"
+    assert "candidate" not in lanes_json(repo, "status")[1]
+
+
+def test_a_verifier_killed_mid_rerun_leaves_a_candidate_the_next_tick_lands(repo):
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": check_file("src/a/x")}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    finish(provision(repo, "a"), {"src/a/x": "a"})
+    for point in ("candidate-recorded", "candidate-verified"):
+        env = dict(os.environ, GIT_LANES_CRASH_AT=point)
+        proc = subprocess.run(["git", "lanes", "tick"], cwd=repo, env=env, capture_output=True, text=True)
+        assert proc.returncode != 0
+        status = lanes_json(repo, "status")[1]
+        assert status["candidate"]["task_id"] == "a" and child(status, "a")["state"] == "lane_committed"
+    report = lanes_json(repo, "tick")[1]
+    assert report["batch_state"] == "completed"
+    assert len(git(repo, "rev-list", "main..imm/demo").split()) == 1

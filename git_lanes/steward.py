@@ -180,4 +180,16 @@ def release_stale(s: Session, slug: str) -> dict[str, Any]:
     if integrated:
         _record(s, slug, released=integrated)
     return {"released": [_removed(c.task_id, c.lane.path, c.lane.branch, False) for c in keep
-                         if c.task_id in present], "skipped": skipped}
+                         if c.task_id in present], "skipped": skipped, "scratch": drop_scratch_pool(s)}
+
+
+def drop_scratch_pool(s: Session) -> list[str]:
+    """The scratch worktrees (a cache shared by every batch of the repository, SPEC §13 v3) go when no
+    batch of the repository is active; the paths removed."""
+    from .scratch import remove_pool
+
+    for slug in s.batches.slugs():
+        snap = s.batches.read(slug)
+        if snap is not None and not snap.record.terminal:
+            return []
+    return remove_pool(s)

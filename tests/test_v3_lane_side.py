@@ -215,5 +215,10 @@ def test_release_prints_what_it_removed_and_leaves_no_empty_folder(repo, hermeti
     assert proc.stdout == f"removed lane b: {lb} (branch imm-lane/demo/b deleted)\n"
     root = hermetic / ".local" / "share" / "git-lanes"
     assert not root.exists()                     # the slug, repo id and root folders went with the last lane
+    # no batch is active: --stale removes the scratch worktrees too (a cache shared by every batch)
+    proc = human(repo, "release", "--stale", "demo")
+    scratch = [line for line in proc.stdout.splitlines() if line.startswith("removed scratch worktree ")]
+    assert proc.returncode == 0 and scratch and len(scratch) == len(proc.stdout.splitlines())
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     proc = human(repo, "release", "--stale", "demo")
     assert proc.returncode == 0 and proc.stdout == "nothing to release\n"

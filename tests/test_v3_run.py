@@ -56,6 +56,7 @@ def test_a_failure_and_its_correction_as_a_user_sees_them(tmp_path, hermetic):
     root = repo_with(tmp_path / "repo", ["solo", "other"])
     logs = tmp_path / "logs"
     git(root, "config", "lanes.logDir", str(logs))
+    git(root, "config", "lanes.keepScratch", "false")
     prompts = tmp_path / "prompts"
     proc = run(root, "drv", executor(tmp_path), "--qa-failure-limit", "1", "--max-parallel", "2",
                env={"EXEC_FAIL_FIRST": "solo", "EXEC_PROMPTS": str(prompts)})
@@ -91,8 +92,7 @@ def test_a_failure_and_its_correction_as_a_user_sees_them(tmp_path, hermetic):
     assert not (hermetic / ".local" / "state" / "git-lanes").exists()
     # nothing left behind: no lane worktree, no lane folder
     assert git(root, "for-each-ref", "refs/heads/imm-lane/").strip() == ""
-    assert all("/git-lanes/" not in line for line in git(root, "worktree", "list").splitlines()
-               if "/lanes/scratch/" not in line)
+    assert git(root, "worktree", "list", "--porcelain").count("worktree ") == 1   # keepScratch false: no scratch
     assert not (hermetic / ".local" / "share" / "git-lanes").exists()
 
 

@@ -195,9 +195,11 @@ def released(doc: dict) -> None:
         if item.get("snapshot"):
             what.append(f"uncommitted work kept as {item['snapshot'][:12]}")
         say(" (".join([what[0], "; ".join(what[1:])]) + ")")
+    for path in doc.get("scratch", []):
+        say(f"removed scratch worktree {path}")
     for item in doc.get("skipped", []):
         err("warning", f"kept the lane of {item['task_id']}: {item['reason']}")
-    if not doc.get("released") and not doc.get("skipped"):
+    if not doc.get("released") and not doc.get("skipped") and not doc.get("scratch"):
         say("nothing to release")
 
 

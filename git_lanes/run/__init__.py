@@ -172,6 +172,11 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
     # the last tick's report when it is the latest word (a batch that ended); else the stored record's
     ended = driver.report.get("batch_state") in TERMINAL + ("needs_human",)
     final = driver.report if ended and not interrupted and not driver.removed else status_report(coord, slug)
+    if final["batch_state"] in TERMINAL and not coord.git.config_bool("lanes.keepScratch", True):
+        from ..steward import drop_scratch_pool
+
+        for path in drop_scratch_pool(coord):
+            driver.progress.event(f"removed scratch worktree {path} (lanes.keepScratch is false)")
     driver.progress.close()
     result = RunResult(final, 0, None, summary_facts(coord, slug, final, driver, logs, shlex.quote(executor)))
     if interrupted:

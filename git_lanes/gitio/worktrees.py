@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -57,6 +58,9 @@ class WorktreeList(list):
         return self._by_branch.get(branch_ref)
 
 
+LIST_TRIES = 14   # about a second of 10..140 ms waits
+
+
 class WorkingTrees:
     def __init__(self, git: "Git") -> None:
         self.git = git
@@ -96,7 +100,18 @@ class WorkingTrees:
     # -- the list ------------------------------------------------------------------------------
 
     def list(self) -> WorktreeList:
-        text = self.git.run("worktree", "list", "--porcelain", "-z", check=False).stdout.decode("utf-8", "surrogateescape")
+        """`git worktree list`. Git fails it now and then while another process adds or removes a
+        worktree (`failed to read .../commondir`): an empty list would make every lane look gone, so a
+        failure is retried for up to a second, then raised."""
+        for attempt in range(LIST_TRIES):
+            proc = self.git.run("worktree", "list", "--porcelain", "-z", check=False)
+            if proc.returncode == 0:
+                break
+            time.sleep(0.01 * (attempt + 1))
+        else:
+            raise GitError(["git", "worktree", "list", "--porcelain", "-z"], proc.returncode,
+                           proc.stderr.decode("utf-8", "replace"))
+        text = proc.stdout.decode("utf-8", "surrogateescape")
         found: list[Worktree] = []
         for block in text.split("\0\0"):
             fields: dict[str, str] = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import LanesError
+from .errors import LanesError, usage
 from .ids import check_id
 from .model import BatchRecord, Child
 from .scope import outside_scope
@@ -109,6 +109,8 @@ def audit(s: Session, slug: str | None) -> list[dict[str, Any]]:
     for name in slugs:
         snap = s.batches.read(name)
         records[name] = snap.record if snap is not None else None
+    if slug is not None and records[slug] is None and not branches:
+        raise usage(f"no batch and no lane branch for {slug}")
     findings: list[dict[str, str]] = []
     for branch in sorted(branches):
         findings += _check_branch(s, records, branch, branches[branch])

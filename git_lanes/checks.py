@@ -9,6 +9,7 @@ redacted first (`redact.py`).
 from __future__ import annotations
 
 import dataclasses
+import re
 import shlex
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,8 +20,9 @@ from .ids import FINAL_CHECK_MAX_WORDS, validate_final_check
 from .procs import MISSING_EXIT_CODE, TAIL_BYTES
 from .redact import longest, redact, secret_values
 
-__all__ = ["CheckResult", "FINAL_CHECK_MAX_WORDS", "MISSING_EXIT_CODE", "TAIL_BYTES", "child_env", "last_lines",
-           "run_checks", "run_command", "split_command", "validate_final_check"]
+__all__ = ["CheckResult", "FINAL_CHECK_MAX_WORDS", "MISSING_EXIT_CODE", "TAIL_BYTES", "child_env", "failed_summary",
+           "failure_line", "last_lines", "plain_text", "run_checks", "run_command", "split_command", "status_text",
+           "tail_lines", "validate_final_check"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +40,43 @@ class CheckResult:
     def to_json(self) -> dict:
         """`{id, command, exit_code, signal, passed, duration_ms, output_tail}`."""
         return dataclasses.asdict(self)
+
+
+# Terminal escape sequences: CSI (colours, cursor moves), OSC (titles, links), charset and two-byte ones.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]+[0-~]|\x1b[0-~]?"
+                      r"|\x9b[0-?]*[ -/]*[@-~]")
+
+
+def plain_text(text: str) -> str:
+    """`text` without terminal escape sequences, `\r\n` as `\n` (SPEC §2.1 v3: `output_tail` is plain)."""
+    return _ESCAPES.sub("", text).replace("\r\n", "\n")
+
+
+def status_text(result: Mapping) -> str:
+    """How a result ended, for people: `exit 1`, `killed by SIGTERM`, `timed out (SIGKILL)`."""
+    if result.get("exit_code") is not None:
+        return f"exit {result['exit_code']}"
+    if result.get("signal"):
+        timed_out = "[timed out after" in (result.get("output_tail") or "")
+        return f"timed out ({result['signal']})" if timed_out else f"killed by {result['signal']}"
+    return "did not run"
+
+
+def tail_lines(text: str, n: int = 1) -> list[str]:
+    """The last `n` non-empty lines of an output, each as it is (indentation kept)."""
+    return [line.rstrip() for line in (text or "").splitlines() if line.strip()][-n:]
+
+
+def failure_line(result: Mapping) -> str:
+    """`<id> (<status>): <last output line>` of a failed result."""
+    last = tail_lines(result.get("output_tail") or "")
+    return f"{result['id']} ({status_text(result)})" + (f": {last[0]}" if last else "")
+
+
+def failed_summary(results: Iterable[Mapping], note: str | None) -> str:
+    """What `qa_failed` names: the failing check ids, or the attempt's note."""
+    failed = [r["id"] for r in results if not r["passed"]]
+    return ", ".join(failed) if failed else (note or "failed")
 
 
 def child_env(base: Mapping[str, str], local_env_vars: Iterable[str], *,
@@ -88,7 +127,7 @@ def run_command(check_id: str, command: str | Sequence[str], *, cwd, env: Mappin
         name = getattr(exc, "filename", None) or (words[0] if words else display)
         detail = getattr(exc, "strerror", None) or str(exc)
         return _result(check_id, display, MISSING_EXIT_CODE, None, start, f"git-lanes: cannot run {name}: {detail}")
-    text = _tail(redact(done.output.decode("utf-8", errors="replace"), secrets))
+    text = _tail(redact(plain_text(done.output.decode("utf-8", errors="replace")), secrets))
     if done.timed_out:
         sep = "\n" if text and not text.endswith("\n") else ""
         return _result(check_id, display, None, "SIGKILL", start, f"{text}{sep}[timed out after {timeout:g} s]")

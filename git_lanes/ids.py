@@ -100,3 +100,68 @@ def validate_final_check(command: str) -> list[str]:
         raise usage(f"final check {command!r}: {problem}")
     return command.split()
 
+
+
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_OPERATORS = ("2>&1", ">>", "&&", "||", "|", ";", "&", ">", "<")
+
+
+def shell_syntax(command: str) -> str | None:
+    """The first shell operator outside quotes in `command` (`&&`, `||`, `|`, `;`, `&`, `>`, `>>`, `<`,
+    `2>&1`), or `VAR=value` when the command starts with an assignment; None when there is none.
+
+    Commands run without a shell (SPEC §2 v3), so `a && b` would run `a` with `&& b` as its
+    arguments. Quoting follows POSIX: `'&&'` and `"a;b"` are ordinary words, and so is `\\;`."""
+    if not isinstance(command, str):
+        return None
+    i, n = 0, len(command)
+    word_start = True   # at the start of a word (after white space)
+    first_word = True
+    while i < n:
+        c = command[i]
+        if c in " \t\n":
+            if not word_start:
+                first_word = False
+            word_start = True
+            i += 1
+            continue
+        if word_start and first_word and _ASSIGNMENT.match(command, i):
+            return command[i:_word_end(command, i)]
+        word_start = False
+        if c == "\\":
+            i += 2
+        elif c == "'":
+            close = command.find("'", i + 1)
+            i = n if close < 0 else close + 1
+        elif c == '"':
+            i += 1
+            while i < n and command[i] != '"':
+                i += 2 if command[i] == "\\" else 1
+            i += 1
+        else:
+            for op in _OPERATORS:
+                if command.startswith(op, i) and (op != "2>&1" or _starts_word(command, i)):
+                    return op
+            i += 1
+    return None
+
+
+def _starts_word(command: str, i: int) -> bool:
+    return i == 0 or command[i - 1] in " \t\n"
+
+
+def _word_end(command: str, i: int) -> int:
+    while i < len(command) and command[i] not in " \t\n":
+        i += 1
+    return i
+
+
+def shell_syntax_problem(command: str) -> str | None:
+    """Why `command` (an acceptance check or `lanes.setupCommand`) cannot run without a shell, or None."""
+    found = shell_syntax(command)
+    if found is None:
+        return None
+    what = f"a leading variable assignment {found!r}" if "=" in found and found not in _OPERATORS else \
+        f"shell syntax {found!r} outside quotes"
+    return (f"{what}: commands run without a shell, so it would be passed to the program as an argument "
+            "(and what follows might never run); wrap it in a script")

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from .canonical import canonical_digest
 from .errors import LanesError, usage
-from .ids import id_problem, path_problem, scope_entry_problem
+from .ids import id_problem, path_problem, scope_entry_problem, shell_syntax_problem
 
 DEFAULT_TIMEOUT_S = 1800
 
@@ -60,6 +60,9 @@ class AcceptanceItem(_Strict):
             raise ValueError(f"cannot be split into words: {exc}") from None
         if not words:
             raise ValueError("must name a command")
+        problem = shell_syntax_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @property

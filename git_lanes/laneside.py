@@ -18,6 +18,7 @@ from .checks import child_env, run_checks
 from .errors import refused, usage
 from .lanehost import clone_id, live_claim
 from .model import BatchRecord, Child, GaveUp, Intervention, LaneRecord, QaAttempt
+from .scope import outside_scope
 from .session import Session
 from .snapshot import changed_paths, snapshot_tree
 from .store import CorruptRecord, lane_lock
@@ -214,13 +215,18 @@ def done(session: Session) -> dict[str, Any]:
     tree = snapshot_tree(git, ctx.worktree)
     if tree == git.odb.tree_of(lane.base_head):
         raise refused("nothing_to_deliver", "nothing to deliver")
-    env = child_env(os.environ, git.local_env_vars, slug=ctx.slug, batch=ctx.record.batch_id, task=ctx.task_id)
-    results = run_checks([(a.id, a.check, a.timeout_s) for a in parsed.intent.acceptance],
-                         cwd=ctx.worktree, env=env)
-    after = snapshot_tree(git, ctx.worktree)
-    note = None
-    if after != tree:
-        note = "checks changed the delivery: " + ", ".join(changed_paths(git, tree, after))
+    results = []
+    outside = outside_scope(session, ctx.record, ctx.task_id, lane.base_head, tree)
+    if outside:   # the gate's own rule (SPEC §5 v3): fail now, before any check runs
+        note = "delivery_outside_scope: " + ", ".join(outside)
+    else:
+        env = child_env(os.environ, git.local_env_vars, slug=ctx.slug, batch=ctx.record.batch_id, task=ctx.task_id)
+        results = run_checks([(a.id, a.check, a.timeout_s) for a in parsed.intent.acceptance],
+                             cwd=ctx.worktree, env=env)
+        after = snapshot_tree(git, ctx.worktree)
+        note = None
+        if after != tree:
+            note = "checks changed the delivery: " + ", ".join(changed_paths(git, tree, after))
     passed = note is None and all(r.passed for r in results)
     attempt = QaAttempt(at=session.clock(), tree=tree, passed=passed, results=[r.to_json() for r in results],
                         author_ident=_author_ident(session), note=note)

@@ -114,18 +114,22 @@ def stop_batch(record: "BatchRecord", state: str, reason: str) -> list[str]:
 
 def free(child: "Child", state: str, *, at: str | None = None, attempt: int | None = None,
          settled_at: str | None = None) -> None:
-    """A parked child resumed to `state` (recovered from Git), its counters reset."""
+    """A parked child resumed to `state` (recovered from Git), its counters reset; `at` (the resume)
+    makes what its lane record holds from before it history (SPEC §6 v3). A restart starts over."""
     _move(child, state)
     if state == "pending":
         child.lane = None
         child.settled_at = None
         child.qa_attempts_seen = 0
+        child.corrections = 0
     elif state == "settled":
         child.lane.attempt = attempt
         child.settled_at = settled_at
     child.reason = None
     child.qa_failures = 0
     child.correction_due = None
+    if at is not None:
+        child.resumed_at = at
 
 
 def unblock(child: "Child") -> None:

@@ -61,14 +61,19 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=False, populate_by_name=True, defer_build=True)
 
 
-def _without_absent(data: Any, keys: tuple[str, ...]) -> Any:
-    """Optional fields added within v1 are left out while unset, so records without them keep
-    their exact bytes and readers that predate them are not shown keys they do not know."""
-    if isinstance(data, dict):
-        for key in keys:
-            if data.get(key) is None:
-                data.pop(key, None)
-    return data
+# The optional fields added within contract v1 (SPEC §4, §5, §14 v3): left out while unset, so a record
+# that does not use them is stored (and reported) exactly as before and a v1 reader never meets them.
+_OPTIONAL_V1 = ("base_branch", "resumed_at", "gate_results", "record_tip", "remote", "claim", "released")
+
+
+class _V3Model(_Model):
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler):
+        data = handler(self)
+        for key in _OPTIONAL_V1:
+            if key in data and data[key] in (None, []):
+                del data[key]
+        return data
 
 
 class CheckResultModel(_Model):
@@ -87,7 +92,7 @@ class RemoteLocator(_Model):
     host: str
 
 
-class Lane(_Model):
+class Lane(_V3Model):
     path: str | None          # the worktree's real path; null for a lane in another clone
     branch: str
     base_head: Oid
@@ -98,10 +103,6 @@ class Lane(_Model):
     attempt: int | None = None
     remote: RemoteLocator | None = None   # a lane in another clone (then `path` is null)
 
-    @model_serializer(mode="wrap")
-    def _dump(self, handler):
-        return _without_absent(handler(self), ("remote",))
-
     @model_validator(mode="after")
     def _located(self) -> "Lane":
         if (self.path is None) == (self.remote is None):
@@ -109,7 +110,7 @@ class Lane(_Model):
         return self
 
 
-class Child(_Model):
+class Child(_V3Model):
     task_id: TaskId
     blocked_by: list[TaskId] = []
     state: ChildState = "pending"
@@ -122,6 +123,8 @@ class Child(_Model):
     corrections: int = Field(0, ge=0, le=2)
     correction_due: str | None = None
     tracker_closed: Literal[True] | None = None
+    # (v3) When `resume` last freed this child: attempts and give-ups older than it are history.
+    resumed_at: str | None = None
     # The failing rerun results of the candidate that parked it (SPEC §2.1 v3).
     gate_results: list[CheckResultModel] = []
 
@@ -219,13 +222,14 @@ class Reseal(_Model):
     intent_content_hash: str
 
 
-class ArchivedLane(_Model):
+class ArchivedLane(_V3Model):
     """A lane tip that never integrated, kept reachable from the record (restart, stale release)."""
     at: str
     task_id: str
     branch: str
     tip: Oid
     run_id: str | None = None  # the run that lane belonged to (its lane record is not this run's)
+    record_tip: Oid | None = None  # (v3) the lane record's last state commit (its ref is deleted)
 
 
 class Candidate(_Model):
@@ -236,13 +240,14 @@ class Candidate(_Model):
     at: str
 
 
-class BatchRecord(_Model):
+class BatchRecord(_V3Model):
     contract: Literal["git_lanes/batch_record/v1"] = BATCH_RECORD
     batch_id: str
     slug: Slug
     plan_digest: str
     base_head: Oid
     branch: str
+    base_branch: str | None = None  # (v3) the branch `start` ran from (short name); None when detached
     coordinator: str
     confirmation_time: str
     budget: Budget
@@ -325,6 +330,7 @@ class BatchRecord(_Model):
             if c.commit:
                 refs.add(c.commit)
         refs.update(a.tip for a in self.archived_lanes)
+        refs.update(a.record_tip for a in self.archived_lanes if a.record_tip)
         return refs
 
 
@@ -355,7 +361,7 @@ class Released(_Model):
     at: str
 
 
-class LaneRecord(_Model):
+class LaneRecord(_V3Model):
     contract: Literal["git_lanes/lane_record/v1"] = LANE_RECORD
     batch_id: str
     task_id: str
@@ -367,10 +373,6 @@ class LaneRecord(_Model):
     gave_up: GaveUp | None = None
     claim: Claim | None = None          # a lane of another clone (SPEC §14)
     released: Released | None = None    # that lane was released in its clone (its last revision)
-
-    @model_serializer(mode="wrap")
-    def _dump(self, handler):
-        return _without_absent(handler(self), ("claim", "released"))
 
 
 class Report(BaseModel):

@@ -67,9 +67,14 @@ GROUPS: list[tuple[str, dict[str, str]]] = [
     ("Lane side (git lanes done, run in a lane)", {
         "correction_due": "the lane waits for the coordinator's design-level correction",
         "nothing_to_deliver": "the delivery is empty: nothing differs from the lane base",
+        "qa_failed": "the attempt failed: the failing check ids, or the attempt's note",
+        "delivery_outside_scope": "the note of an attempt whose delivery changes paths outside the task's "
+                                  "scope (failed before any check ran)",
     }),
     ("Steward (git lanes provision, release)", {
         "batch_lane_branch_exists": "the lane branch to provision already exists",
+        "batch_lane_setup_failed": "lanes.setupCommand failed in a new lane: <exit status>: <its last 5 lines>; "
+                                   "the lane was removed",
         "batch_lane_release_refused": "the lane has no release handoff (or --stale on a batch still running)",
     }),
     ("Remote lanes (git lanes join, work, run --remote, push, pull; SPEC §14)", {
@@ -81,12 +86,14 @@ GROUPS: list[tuple[str, dict[str, str]]] = [
                         "five re-pulls; nothing was overwritten",
     }),
     ("Resume (git lanes resume)", {
-        "batch_not_parked": "the batch is not needs_human: tick a running batch, start a new one after a "
-                            "finished one",
+        "batch_not_parked": "the batch is finished, or (on a running batch) a named child is not parked",
         "batch_restart_refused": "--restart names a child that is not parked",
         "batch_resume_unrecoverable": "a parked child cannot be recovered from Git and is not named in "
                                       "--restart; nothing is written",
         "batch_confirmation_stale": "the new confirmation is not strictly newer than the recorded one",
+    }),
+    ("Audit (git lanes audit)", {
+        "audit_findings": "audit found <n> finding(s) (exit 1)",
     }),
     ("Retire (git lanes retire)", {
         "stale_batch_in_flight": "the batch still has a child in flight",

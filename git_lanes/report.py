@@ -40,8 +40,28 @@ def budget_left(record: BatchRecord) -> int:
     return max(0, record.budget.max_children - lanes_ever(record))
 
 
+@dataclass(frozen=True)
+class _OutOfBudget:
+    """A pending child the budget does not let start, as the scheduler sees it (it starts nothing)."""
+    task_id: str
+    blocked_by: list[str]
+    state: str = "out_of_budget"
+    lane: None = None
+
+
 def startable_now(record: BatchRecord, scopes: dict[str, list[str]]) -> list[str]:
-    return startable(record.children, record.max_parallel, scopes, limit=budget_left(record))
+    """Startable children within the budget. A restarted child was counted when it first had a lane, so
+    its new lane costs no budget (else a restart in a batch whose budget is spent could never run)."""
+    left = budget_left(record)
+    counted = {a.task_id for a in record.archived_lanes}
+    children = list(record.children)
+    while True:
+        chosen = startable(children, record.max_parallel, scopes)
+        fresh = [t for t in chosen if t not in counted]
+        if len(fresh) <= left:
+            return chosen
+        over = set(fresh[left:])
+        children = [_OutOfBudget(c.task_id, list(c.blocked_by)) if c.task_id in over else c for c in children]
 
 
 def stop_decision(record: BatchRecord, scopes: dict[str, list[str]], first_park: str | None) -> tuple[str, str] | None:
@@ -94,23 +114,88 @@ def handoffs(record: BatchRecord, views: dict[str, LaneView], scopes: dict[str, 
     return out
 
 
+def _q(word: str) -> str:
+    """A word as a shell takes it (quoted only when it must be)."""
+    import shlex
+
+    return shlex.quote(word)
+
+
+def land_command(record: BatchRecord) -> str:
+    """How to land the batch branch on the branch `start` ran from (SPEC §13 v3)."""
+    if record.base_branch and record.base_branch != record.branch:
+        return f"git switch {_q(record.base_branch)} && git merge --ff-only {_q(record.branch)}"
+    return f"git merge --ff-only {_q(record.branch)} (on the branch it should land on)"
+
+
+def correction_command(slug: str, task_id: str) -> str:
+    return (f"git lanes instruct {_q(task_id)} --kind correction --session-state idle --message '…' "
+            f"--slug {_q(slug)}")
+
+
+def handoff_command(slug: str, h: dict[str, Any]) -> str:
+    """The command that carries a handoff out, as it can be pasted."""
+    task = _q(h["task_id"])
+    action = h.get("action")
+    if action == "correct":
+        return correction_command(slug, h["task_id"])
+    if action == "provision":
+        return f"git lanes provision {task} --slug {_q(slug)}"
+    if action == "release":
+        return f"git lanes release {task} --slug {_q(slug)}"
+    path = _q(h.get("lane_path") or ".")
+    if h.get("next_obligation") == "review":
+        return f"git lanes review {task} --slug {_q(slug)} --approve (or --reject -m '…')"
+    return f"git -C {path} lanes task, then work there and run git -C {path} lanes done"
+
+
+def parked_commands(record: BatchRecord) -> list[str]:
+    """For each parked child: how to look at it and how to free it (running batch: by name)."""
+    slug = _q(record.slug)
+    out = []
+    for c in record.children:
+        if c.state != "needs_human":
+            continue
+        task = _q(c.task_id)
+        if record.batch_state == "running":
+            free = f"git lanes resume {slug} {task} (or --restart {task})"
+        else:
+            free = f"git lanes resume {slug} --yes (or git lanes resume {slug} --restart {task} --yes)"
+        out.append(f"git lanes show {task} --slug {slug}, then {free}")
+    return out
+
+
 def next_action(record: BatchRecord, hand: list[dict[str, Any]]) -> str:
-    """Step 16, plus the terminal and parked states."""
+    """Step 16, plus the terminal and parked states: every command complete, ready to paste (§6.2 v3)."""
     state = record.batch_state
+    slug = _q(record.slug)
     if state == "completed":
-        if any(h.get("action") == "release" for h in hand):
-            return "Batch completed; release the integrated lanes (git lanes release <task>)."
-        return "Batch completed."
+        releases = [h for h in hand if h.get("action") == "release"]
+        if releases:
+            return ("Batch completed; release the integrated lanes: "
+                    + "; ".join(handoff_command(record.slug, h) for h in releases)
+                    + f"; then land it: {land_command(record)}.")
+        return f"Batch completed; land it: {land_command(record)}."
     if state in ("failed", "budget_stopped", "superseded"):
-        return f"Batch {state}; nothing more will integrate. Inspect it with 'git lanes status', then retire or start anew."
+        return (f"Batch {state}; nothing more will integrate. Inspect it with git lanes status {slug}; remove its "
+                f"lanes with git lanes release --stale {slug}, or start anew with git lanes start {slug}.")
     if state == "needs_human":
-        return "A person must decide: inspect 'git lanes status', then 'git lanes resume' (or --restart TASK) or 'git lanes retire'."
-    if any(h.get("action") == "correct" for h in hand):
-        return ("Read the failing checks' output and send one design-level correction with "
-                "'git lanes instruct <task> --kind correction'.")
-    if any(h.get("action") == "provision" for h in hand):
-        return "Provide lanes and tick with --offer (or run 'git lanes provision <task>')."
-    return "Run the executor handoffs and tick when a lane finishes."
+        return ("A person must decide. " + "; ".join(parked_commands(record) or
+                                                     [f"git lanes status {slug}, then git lanes resume {slug} --yes"])
+                + f"; or give the batch up with git lanes retire {slug} --yes.")
+    parked = parked_commands(record)
+    tail = (" Parked: " + "; ".join(parked) + ".") if parked else ""
+    correct = next((h for h in hand if h.get("action") == "correct"), None)
+    if correct is not None:
+        return ("Read the failing checks' output (git lanes show " + _q(correct["task_id"]) + f" --slug {slug}) and "
+                "send one design-level correction with " + correction_command(record.slug, correct["task_id"])
+                + "." + tail)
+    provisions = [h for h in hand if h.get("action") == "provision"]
+    if provisions:
+        return ("Provide a lane for each provision handoff: "
+                + "; ".join(handoff_command(record.slug, h) for h in provisions) + "." + tail)
+    return ("Run the executor handoffs (in each lane: git lanes task, the work, git lanes done), then "
+            f"git lanes tick {slug} when a lane finishes." + tail)
 
 
 def child_json(c: Child, view: LaneView | None) -> dict[str, Any]:

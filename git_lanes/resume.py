@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import lifecycle
-from .errors import refused, usage
+from .errors import LanesError, refused, usage
 from .ids import check_id
 from .lanehost import LocalLanes
 from .model import IN_FLIGHT, ArchivedLane, BatchRecord, Child, RevisionDelegation
 from .session import Session
-from .store import CorruptRecord, Snapshot
+from .store import CorruptRecord, Snapshot, lane_lock
 
 
 @dataclass
@@ -36,6 +36,7 @@ class ResumePlan:
     snap: Snapshot
     recoveries: list[Recovery] = field(default_factory=list)
     unblocked: list[str] = field(default_factory=list)   # skipped_blocked children back to pending
+    running: bool = False                                 # (v3) freeing parked children of a running batch
 
 
 def _read(s: Session, slug: str) -> Snapshot:
@@ -70,8 +71,9 @@ def recover(s: Session, rec: BatchRecord, child: Child) -> Recovery:
         if not earlier_run(rec, child, lrec):
             return Recovery(task, None, f"its lane record belongs to run {lrec.run_id}, not {lane.run_id}")
         lrec = None
-    if lrec is not None and lrec.gave_up is not None:
-        return Recovery(task, None, f"its executor gave up ({lrec.gave_up.text})")
+    if lrec is not None and lrec.gave_up is not None and not lane.lane_commit:
+        # (v3) a give-up older than the resume is history: the executor goes on in its lane
+        return Recovery(task, "enrolled", f"its executor gave up ({lrec.gave_up.text}); it goes on in its lane")
     if lane.lane_commit:
         if not s.git.odb.has(lane.lane_commit):
             return Recovery(task, None, f"its lane commit {lane.lane_commit} is missing")
@@ -88,29 +90,62 @@ def recover(s: Session, rec: BatchRecord, child: Child) -> Recovery:
     return Recovery(task, "settled", "a passed attempt", attempt=len(lrec.qa_attempts) - 1, settled_at=last.at)
 
 
-def plan_resume(s: Session, slug: str, restart: list[str]) -> ResumePlan:
-    """Every decision of a resume, from the record and Git; raises the refusal; writes nothing."""
-    snap = _read(s, slug)
-    rec = snap.record
-    if rec.batch_state != "needs_human":
-        hint = ("tick it instead" if rec.batch_state == "running"
-                else "it is finished; start a new batch (git lanes start)")
-        raise refused("batch_not_parked", f"batch {rec.batch_id} is {rec.batch_state}, not needs_human; {hint}")
-    for task in restart:
+def _named(rec: BatchRecord, tasks: list[str], restart: list[str]) -> list[Child]:
+    """The children named on the command line; a task the batch does not have is a usage error."""
+    named = []
+    for task in dict.fromkeys([*tasks, *restart]):
         check_id(task, "task id")
         child = rec.child(task)
         if child is None:
-            raise usage(f"--restart: {task} is not a child of batch {rec.batch_id}")
+            option = "--restart: " if task in restart and task not in tasks else ""
+            raise usage(f"{option}{task} is not a child of batch {rec.batch_id}")
+        named.append(child)
+    return named
+
+
+def _parked(rec: BatchRecord, tasks: list[str], restart: list[str]) -> tuple[list[Child], bool]:
+    """The parked children this resume frees, and whether the batch is running (SPEC §6 v3)."""
+    named = _named(rec, tasks, restart)
+    if rec.batch_state == "running":
+        if not named:
+            raise usage(f"batch {rec.batch_id} is running: name the parked children to free "
+                        f"(git lanes resume {rec.slug} TASK… or --restart TASK…)")
+        for child in named:
+            if child.state != "needs_human":
+                raise refused("batch_not_parked", f"{child.task_id} is {child.state}")
+        return named, True
+    if rec.batch_state != "needs_human":
+        raise refused("batch_not_parked", f"batch {rec.batch_id} is {rec.batch_state}, not needs_human; it is "
+                                          f"finished: start a new batch with git lanes start {rec.slug}")
+    if tasks:
+        raise usage(f"batch {rec.batch_id} is needs_human: resume acts on every parked child, so name none "
+                    f"(git lanes resume {rec.slug} --yes); --restart TASK sends one back to pending")
+    for child in named:
         if child.state != "needs_human":
-            raise refused("batch_restart_refused", f"{task} is {child.state}; --restart only sends a parked "
-                                                   "child back to pending")
-    plan = ResumePlan(snap)
+            raise refused("batch_restart_refused", f"{child.task_id} is {child.state}; --restart only sends a "
+                                                   "parked child back to pending")
+    return [c for c in rec.children if c.state == "needs_human"], False
+
+
+def _unblocked(rec: BatchRecord, freed: set[str]) -> list[str]:
+    """Skipped children whose blockers are no longer parked or skipped once `freed` are freed (plan order)."""
+    held = {c.task_id for c in rec.children if c.state in ("needs_human", "skipped_blocked")} - freed
+    back = []
+    for c in rec.children:
+        if c.state == "skipped_blocked" and not held.intersection(c.blocked_by):
+            held.discard(c.task_id)
+            back.append(c.task_id)
+    return back
+
+
+def plan_resume(s: Session, slug: str, restart: list[str], tasks: list[str] = ()) -> ResumePlan:
+    """Every decision of a resume, from the record and Git; raises the refusal; writes nothing."""
+    snap = _read(s, slug)
+    rec = snap.record
+    parked, running = _parked(rec, list(tasks), restart)
+    plan = ResumePlan(snap, running=running)
     stuck = []
-    for child in rec.children:
-        if child.state == "skipped_blocked":
-            plan.unblocked.append(child.task_id)
-        if child.state != "needs_human":
-            continue
+    for child in parked:
         if child.task_id in restart:
             plan.recoveries.append(Recovery(child.task_id, "pending", "restarted"))
             continue
@@ -123,6 +158,7 @@ def plan_resume(s: Session, slug: str, restart: list[str]) -> ResumePlan:
                       "; ".join(f"{r.task_id}: {r.why}" for r in stuck)
                       + "; restart " + ("it" if len(stuck) == 1 else "them") + " with "
                       + " ".join(f"--restart {r.task_id}" for r in stuck) + " (nothing was written)")
+    plan.unblocked = _unblocked(rec, {r.task_id for r in plan.recoveries})
     return plan
 
 
@@ -144,9 +180,9 @@ def resume_text(plan: ResumePlan, delegate: bool | None) -> str:
     return "\n".join(lines)
 
 
-def _archive(s: Session, child: Child, at: str) -> list[ArchivedLane]:
-    """Keep the restarted lane's tip (and its lane commit, when the tip does not contain it)
-    reachable from the record; the entry also names the run that ended."""
+def _archive(s: Session, rec: BatchRecord, child: Child, at: str) -> list[ArchivedLane]:
+    """Keep the restarted lane's tip (and its lane commit, when the tip does not contain it) and its lane
+    record's tip reachable from the record; the entry also names the run that ended."""
     lane = child.lane
     if lane is None:
         return []
@@ -156,64 +192,91 @@ def _archive(s: Session, child: Child, at: str) -> list[ArchivedLane]:
         keep.append(lane.lane_commit)
     if not keep:
         keep.append(lane.base_head)  # nothing left of the lane; the entry still ends its run
-    return [ArchivedLane(at=at, task_id=child.task_id, branch=lane.branch, tip=c, run_id=lane.run_id) for c in keep]
+    record_tip = s.lanes.tip(rec.slug, child.task_id)
+    return [ArchivedLane(at=at, task_id=child.task_id, branch=lane.branch, tip=c, run_id=lane.run_id,
+                         record_tip=record_tip if i == 0 else None) for i, c in enumerate(keep)]
 
 
 def apply_resume(s: Session, rec: BatchRecord, plan: ResumePlan, delegate: bool | None, at: str) -> None:
-    """Free every parked child as planned; the batch runs again under the new confirmation."""
+    """Free the parked children as planned; a needs_human batch runs again under the new confirmation."""
     for r in plan.recoveries:
         child = rec.child(r.task_id)
         assert child is not None
         if r.state == "pending":
-            rec.archived_lanes.extend(_archive(s, child, at))
-        lifecycle.free(child, r.state, attempt=r.attempt, settled_at=r.settled_at)
+            rec.archived_lanes.extend(_archive(s, rec, child, at))
+        lifecycle.free(child, r.state, at=at, attempt=r.attempt, settled_at=r.settled_at)
     for task in plan.unblocked:
         lifecycle.unblock(rec.child(task))
+    for c in rec.children:   # a child still skipped names a blocker that is still held
+        if c.state == "skipped_blocked":
+            held = [b for b in c.blocked_by if rec.child(b).state in ("needs_human", "skipped_blocked")]
+            if held and c.reason != f"dependency {held[0]} parked":
+                c.reason = f"dependency {held[0]} parked"
     if delegate is True:
         rec.revision_delegation = RevisionDelegation(confirmation_time=at)
     elif delegate is False:
         rec.revision_delegation = None
-    rec.batch_state = "running"
-    rec.reason = None
-    rec.confirmation_time = at
+    if not plan.running:
+        rec.batch_state = "running"
+        rec.reason = None
+        rec.confirmation_time = at
     rec.updated_at = at
 
 
+def _drop_lane_records(s: Session, slug: str, archived: list[ArchivedLane]) -> None:
+    """After the write that archived them: delete the restarted lanes' record refs (compare-and-swap under
+    the lane's lock), so each new lane's record starts at revision 1. A lane that wrote meanwhile keeps its
+    record: that run is over, and the next lane's record is a fresh one anyway."""
+    for a in archived:
+        if not a.record_tip:
+            continue
+        with lane_lock(s.git, slug, a.task_id, warn=s.warn):
+            try:
+                s.git.refs.delete(s.lanes.ref(slug, a.task_id), a.record_tip, f"git-lanes: restart {a.task_id}")
+            except LanesError:
+                s.warn(f"the lane record of {a.task_id} moved; it stays (its run is over)")
+
+
 def resume(s: Session, slug: str, restart: list[str], delegate: bool | None,
-           confirm: Callable[[str], bool]) -> BatchRecord:
-    """Continue a needs_human batch (SPEC §7 B): all or nothing, with a newer confirmation."""
+           confirm: Callable[[str], bool], tasks: list[str] = ()) -> BatchRecord:
+    """Free parked children (SPEC §6, §7 B): of a needs_human batch all of them, with a newer
+    confirmation; of a running batch the named ones, at once. All or nothing."""
     restart = list(dict.fromkeys(restart))
-    plan = plan_resume(s, slug, restart)
-    if not confirm(resume_text(plan, delegate)):
+    tasks = list(dict.fromkeys(tasks))
+    plan = plan_resume(s, slug, restart, tasks)
+    if (not plan.running or delegate is True) and not confirm(resume_text(plan, delegate)):
         raise refused("batch_confirmation_declined", "nothing was written")
     at = s.clock()
     recorded = plan.snap.record.confirmation_time
-    if at <= recorded:
+    if not plan.running and at <= recorded:
         raise refused("batch_confirmation_stale", f"the confirmation time {at} is not newer than the batch's "
                                                   f"recorded confirmation {recorded}; nothing was written")
     with s.transaction(slug, "resume", expect=plan.snap.commit) as tx:
-        again = plan_resume(s, slug, restart)
+        again = plan_resume(s, slug, restart, tasks)
         if _shape(again) != _shape(plan):
             raise refused("batch_busy", f"the record of {slug} moved while confirming; run resume again")
+        before = len(tx.record.archived_lanes)
         apply_resume(s, tx.record, again, delegate, at)
+        archived = tx.record.archived_lanes[before:]
         parts = [f"{r.task_id} {r.state}" for r in again.recoveries] + [f"{t} pending" for t in again.unblocked]
         if delegate is not None:
             parts.append("delegation " + ("granted" if delegate else "withdrawn"))
         tx.write("resumed" + (": " + ", ".join(parts) if parts else ""), stamp=False)
+    _drop_lane_records(s, slug, archived)
     return tx.record
 
 
 def resume_batch(s: Session, slug: str, restart: list[str], delegate: bool | None,
-                 confirm: Callable[[str], bool]):
+                 confirm: Callable[[str], bool], tasks: list[str] = ()):
     """`git lanes resume`: resume, then a tick."""
     from .tick import Request, run_tick
 
-    resume(s, slug, restart, delegate, confirm)
+    resume(s, slug, restart, delegate, confirm, tasks)
     return run_tick(s, slug, Request(actor="resume"))
 
 
 def _shape(plan: ResumePlan) -> list:
-    return [(r.task_id, r.state, r.attempt) for r in plan.recoveries] + plan.unblocked
+    return [(r.task_id, r.state, r.attempt) for r in plan.recoveries] + plan.unblocked + [plan.running]
 
 
 # -- retire ------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import Callable
 
 from .crash import crash_point
 from .errors import refused, usage
-from .gitio import BatchBranch, LaneBranch, quote_path
+from .gitio import BatchBranch, LaneBranch, quote_path, short_branch
 from .ids import MAX_FINAL_CHECKS, check_id, final_check_problem, require_utf8
 from .model import BatchRecord, Budget, Child, IntentIdentity, Lane, RevisionDelegation, contracts_manifest
 from .plan import Plan
@@ -254,12 +254,21 @@ def build_record(s: Session, p: Prepared) -> BatchRecord:
         children.append(child)
     return BatchRecord(
         batch_id=batch_id_for(p.slug, at), slug=p.slug, plan_digest=p.plan.digest, base_head=p.head,
-        branch=batch_branch(p.slug), coordinator=p.coordinator, confirmation_time=at,
+        branch=batch_branch(p.slug), base_branch=_base_branch(s, p), coordinator=p.coordinator,
+        confirmation_time=at,
         budget=Budget(max_children=p.opts.max_children or len(p.plan.tasks), qa_failure_limit=p.opts.qa_failure_limit),
         max_parallel=p.opts.max_parallel, children=children, final_checks=p.final_checks,
         revision_delegation=RevisionDelegation(confirmation_time=at) if p.opts.delegate_revisions else None,
         intent_identities={t.task_id: IntentIdentity(**t.identity()) for t in p.plan.tasks},
         tracker_github=p.plan.tracker_github, created_at=at, updated_at=at)
+
+
+def _base_branch(s: Session, p: Prepared) -> str | None:
+    """(v3) The branch start ran from, where the batch lands (a continued batch keeps its predecessor's)."""
+    if p.continues:
+        last = s.batches.read(p.slug)
+        return last.record.base_branch if last else None
+    return short_branch(s.current_branch())
 
 
 def _carried_lane(p: Prepared, task_id: str) -> Lane:

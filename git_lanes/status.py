@@ -35,7 +35,19 @@ def show(s: Session, slug: str, task_id: str) -> dict[str, Any]:
 
 def audit_trail(s: Session, slug: str) -> list[dict[str, str]]:
     """`git lanes log`: one entry per state write, oldest first."""
+    if s.batches.read(slug) is None:
+        raise usage(f"no batch for {slug}")
     return [{k: e[k] for k in ("at", "actor", "summary", "commit")} for e in s.batches.log(slug)]
+
+
+def check_tasks(s: Session, slug: str, tasks: list[str]) -> None:
+    """Task ids the batch does not have are a usage error (SPEC §6 v3), before anything is written."""
+    if not tasks:
+        return
+    record = s.record(slug)
+    missing = [t for t in tasks if record.child(t) is None]
+    if missing:
+        raise usage(f"not a child of batch {record.batch_id}: " + ", ".join(missing))
 
 
 def plan_view(s: Session, slug: str, max_parallel: int) -> tuple[dict[str, Any], str, bool]:

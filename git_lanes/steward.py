@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from . import lifecycle
-from .errors import refused, usage
+from .errors import LanesError, refused, usage
 from .ids import check_id
 from .model import ArchivedLane
 from .session import Session, lane_branch
@@ -29,10 +30,22 @@ def provision(s: Session, slug: str, task_id: str, path: str | None) -> Outcome:
     report = status_report(s, slug)
     handoff = _handoff(report, "provision", task_id)
     if handoff is None:
+        if _state_of(report, task_id) == "not a child of this batch":
+            raise usage(f"{task_id} is not a child of batch {report['batch_id']}")
         raise refused("batch_lane_unknown_child", f"{task_id} has no provision handoff in batch {report['batch_id']} "
                                                   f"(it is {_state_of(report, task_id)})")
-    target = create_lane(s, slug, task_id, handoff["base_head"], report["batch_id"], path)
-    return run_tick(s, slug, Request(offers=[(task_id, target)], actor="provision"))
+    coordinator = s.record(slug).coordinator
+    target = create_lane(s, slug, task_id, handoff["base_head"], report["batch_id"], path, coordinator=coordinator)
+    admitted = False
+    try:
+        outcome = run_tick(s, slug, Request(offers=[(task_id, target)], actor="provision"))
+        child = next((c for c in outcome.report["children"] if c["task_id"] == task_id), None)
+        admitted = bool(child and child.get("lane") and child["state"] != "pending"
+                        and os.path.realpath(child["lane"]["path"] or "") == os.path.realpath(target))
+        return outcome
+    finally:
+        if not admitted:   # a refused provision leaves nothing behind (it holds only copies and setup)
+            remove_lane(s, target, lane_branch(slug, task_id), force=True)
 
 
 def release_handoff(s: Session, handoff: dict[str, Any], keep_branch: bool = False) -> None:
@@ -41,42 +54,78 @@ def release_handoff(s: Session, handoff: dict[str, Any], keep_branch: bool = Fal
     remove_lane(s, handoff["lane_path"], handoff["lane_branch"], keep_branch)
 
 
+def _removed(task_id: str, path: str, branch: str, keep_branch: bool, **extra: Any) -> dict[str, Any]:
+    return {"task_id": task_id, "path": path, "branch": branch, "branch_kept": keep_branch, **extra}
+
+
 def release(s: Session, slug: str, task_id: str, keep_branch: bool = False) -> dict[str, Any]:
-    """Remove a lane that a release handoff names; record it `released`."""
+    """Remove a lane that a release handoff names and record it `released`; or the old lane of a child
+    that `resume --restart` sent back to pending (its dirty work first kept in a commit)."""
     check_id(task_id, "task id")
     report = status_report(s, slug)
+    if _state_of(report, task_id) == "not a child of this batch":
+        raise usage(f"{task_id} is not a child of batch {report['batch_id']}")
     handoff = _handoff(report, "release", task_id)
     if handoff is None:
-        restarted = _restarted_lane(s, slug, task_id)
-        if restarted is not None:  # `resume --restart` archived its tip: the old lane may go
-            release_handoff(s, restarted, keep_branch)
-            return {"released": [{"task_id": task_id, "path": restarted["lane_path"], "branch_kept": keep_branch}]}
+        restarted = release_restarted(s, slug, task_id, keep_branch)
+        if restarted is not None:
+            return {"released": [restarted]}
         raise refused("batch_lane_release_refused", f"{task_id} has no release handoff (it is "
                                                     f"{_state_of(report, task_id)}; only an integrated, clean lane "
                                                     "on its branch is released)")
     release_handoff(s, handoff, keep_branch)
     _record(s, slug, released=[task_id])
-    return {"released": [{"task_id": task_id, "path": handoff["lane_path"], "branch_kept": keep_branch}]}
+    return {"released": [_removed(task_id, handoff["lane_path"], handoff["lane_branch"], keep_branch)]}
 
 
-def _restarted_lane(s: Session, slug: str, task_id: str) -> dict[str, Any] | None:
-    """The old lane of a pending child that `resume --restart` sent back: its branch tip is archived
-    in the record, and its worktree (if any) is clean."""
+def release_integrated(s: Session, slug: str, handoffs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Remove the lanes of these release handoffs and record them `released` in one write (`run` on its
+    way out, whatever the batch's state). A lane that cannot go is reported, not fatal."""
+    removed, failed = [], []
+    for h in handoffs:
+        try:
+            release_handoff(s, h)
+            removed.append(_removed(h["task_id"], h["lane_path"], h["lane_branch"], False))
+        except LanesError as exc:
+            failed.append({"task_id": h["task_id"], "path": h["lane_path"], "reason": exc.message})
+    if removed:
+        _record(s, slug, released=[r["task_id"] for r in removed])
+    return removed + [dict(f, failed=True) for f in failed]
+
+
+def release_restarted(s: Session, slug: str, task_id: str, keep_branch: bool = False) -> dict[str, Any] | None:
+    """The old lane of a pending child that `resume --restart` sent back (SPEC §6 v3): its tip, and its
+    uncommitted work as a snapshot commit on top, archived in the record first; then the worktree and the
+    branch go. None when the child has no such lane."""
+    from .snapshot import snapshot_tree
+
     snap = s.batches.read(slug)
     child = snap.record.child(task_id) if snap else None
     if child is None or child.state != "pending":
         return None
+    if not any(a.task_id == task_id for a in snap.record.archived_lanes):
+        return None
     branch = lane_branch(slug, task_id)
     tip = s.git.refs.resolve("refs/heads/" + branch)
-    if tip is None or not any(a.task_id == task_id and a.tip == tip for a in snap.record.archived_lanes):
-        return None
     wt = s.worktree_on(branch)
-    if wt is not None:
-        from .snapshot import worktree_clean
+    if tip is None and wt is None:
+        return None
+    keep = tip
+    if wt is not None and os.path.isdir(wt.path) and tip is not None:
+        tree = snapshot_tree(s.git, wt.path)
+        if tree != s.git.odb.tree_of(tip):
+            keep = s.git.odb.write_commit(tree, [tip], f"git-lanes: the uncommitted work of {task_id}'s restarted "
+                                                       f"lane\n\nLanes-Task: {task_id}\n",
+                                          author=SNAPSHOT_IDENT, committer=SNAPSHOT_IDENT, author_time=int(time.time()))
+    snapshot = keep if keep != tip else None
+    if keep is not None and keep not in snap.record.referenced_commits():
+        _record(s, slug, archived=[ArchivedLane(at=s.clock(), task_id=task_id, branch=branch, tip=keep)])
+    path = wt.path if wt is not None else ""
+    remove_lane(s, path, branch, keep_branch, force=True)   # what it held is in the record now
+    return _removed(task_id, path, branch, keep_branch, snapshot=snapshot)
 
-        if not worktree_clean(s.git, wt.path):
-            raise refused("batch_lane_release_refused", f"the old lane of {task_id} at {wt.path} has uncommitted work")
-    return {"lane_branch": branch, "lane_path": wt.path if wt else ""}
+
+SNAPSHOT_IDENT = "git-lanes <git-lanes@localhost>"
 
 
 def _record(s: Session, slug: str, released: list[str] = (), archived: list[ArchivedLane] = ()) -> None:
@@ -103,6 +152,7 @@ def release_stale(s: Session, slug: str) -> dict[str, Any]:
         raise refused("batch_lane_release_refused", f"batch {rec.batch_id} is {rec.batch_state}, not finished; "
                                                     "--stale only removes lanes of terminal batches")
     keep = []
+    present: set[str] = set()   # lanes that still had a worktree or a branch: what is reported removed
     skipped: list[dict[str, str]] = []
     archived: list[ArchivedLane] = []
     for child in rec.children:
@@ -116,6 +166,9 @@ def release_stale(s: Session, slug: str) -> dict[str, Any]:
             if not worktree_clean(s.git, lane.path):
                 skipped.append({"task_id": child.task_id, "reason": f"{lane.path} has uncommitted work"})
                 continue
+            present.add(child.task_id)
+        if tip is not None:
+            present.add(child.task_id)
         if tip is not None and tip not in rec.referenced_commits():
             archived.append(ArchivedLane(at=s.clock(), task_id=child.task_id, branch=lane.branch, tip=tip))
         keep.append(child)
@@ -126,4 +179,17 @@ def release_stale(s: Session, slug: str) -> dict[str, Any]:
     integrated = [child.task_id for child in keep if child.state == "integrated"]
     if integrated:
         _record(s, slug, released=integrated)
-    return {"released": [{"task_id": c.task_id, "path": c.lane.path} for c in keep], "skipped": skipped}
+    return {"released": [_removed(c.task_id, c.lane.path, c.lane.branch, False) for c in keep
+                         if c.task_id in present], "skipped": skipped, "scratch": drop_scratch_pool(s)}
+
+
+def drop_scratch_pool(s: Session) -> list[str]:
+    """The scratch worktrees (a cache shared by every batch of the repository, SPEC §13 v3) go when no
+    batch of the repository is active; the paths removed."""
+    from .scratch import remove_pool
+
+    for slug in s.batches.slugs():
+        snap = s.batches.read(slug)
+        if snap is not None and not snap.record.terminal:
+            return []
+    return remove_pool(s)

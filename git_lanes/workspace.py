@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from typing import TYPE_CHECKING
 
-from .checks import CheckResult, child_env, run_command
-from .errors import refused, usage
+from .checks import CheckResult, child_env, last_lines, run_command, status_text, tail_lines
+from .errors import LanesError, refused, usage
 from .gitio import LaneBranch, RefRaceError
+from .ids import shell_syntax_problem
 
 if TYPE_CHECKING:
     from .session import Session
@@ -25,42 +27,88 @@ def repo_id(s: "Session") -> str:
     return f"{name or 'repo'}-{hashlib.sha256(common.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}"
 
 
-def lane_root(s: "Session") -> str:
-    root = s.git.config_get("lanes.worktreeRoot")
-    if root:
-        return os.path.expanduser(root)
+def _default_root() -> str:
     from platformdirs import user_data_dir
 
     return user_data_dir("git-lanes", appauthor=False)
+
+
+def lane_root(s: "Session") -> str:
+    root = s.git.config_get("lanes.worktreeRoot")
+    return os.path.expanduser(root) if root else _default_root()
 
 
 def default_lane_path(s: "Session", slug: str, task_id: str) -> str:
     return os.path.join(lane_root(s), repo_id(s), slug, task_id)
 
 
-def run_setup(s: "Session", path: str, *, slug: str, batch_id: str, task_id: str) -> CheckResult | None:
-    """`lanes.setupCommand` in a new worktree (None when there is none)."""
+def setup_command(s: "Session") -> str | None:
+    """`lanes.setupCommand`, or None; shell syntax in it is a usage error (SPEC §2 v3)."""
     cmd = s.git.config_get("lanes.setupCommand")
     if not cmd:
+        return None
+    problem = shell_syntax_problem(cmd)
+    if problem:
+        raise usage(f"lanes.setupCommand {cmd!r}: {problem}")
+    return cmd
+
+
+def run_setup(s: "Session", path: str, *, slug: str, batch_id: str, task_id: str) -> CheckResult | None:
+    """`lanes.setupCommand` in a new worktree (None when there is none)."""
+    cmd = setup_command(s)
+    if cmd is None:
         return None
     env = child_env(os.environ, s.git.local_env_vars, slug=slug, batch=batch_id, task=task_id)
     return run_command("setup", cmd, cwd=path, env=env, timeout=SETUP_TIMEOUT)
 
 
 def last_line(result: CheckResult) -> str:
-    lines = result.output_tail.strip().splitlines()
-    return lines[-1] if lines else ""
+    lines = tail_lines(result.output_tail)
+    return lines[0] if lines else ""
 
 
-def create_lane(s: "Session", slug: str, task_id: str, base: str, batch_id: str, path: str | None = None) -> str:
-    """The lane branch at `base` (refusing an existing one), its worktree, set up; its path.
+def setup_failure(result: CheckResult) -> str:
+    """`<exit status>: <its last 5 non-empty output lines>` (" | "-separated, one line) of a failed setup:
+    the same text as the scratch worktree's `batch_integration_setup_failed`."""
+    return f"{status_text(result.to_json())}: " + (last_lines(result.output_tail) or "(no output)")
+
+
+def copy_ignored(s: "Session", source: str, target: str) -> list[str]:
+    """Copy the ignored files of the worktree `source` that match `lanes.copy` into `target` (SPEC §6 v3);
+    a tracked or non-ignored match is skipped with a warning (a copy must never become part of a
+    delivery). The copied paths, sorted."""
+    patterns = s.git.config_all("lanes.copy")
+    if not patterns:
+        return []
+    untracked, tracked = s.git.work.matching(source, patterns)
+    for path in tracked:
+        s.warn(f"lanes.copy: {path} is tracked; not copied (the lane has it from Git)")
+    ignored = s.git.work.ignored(source, untracked)
+    copied = []
+    for path in sorted(untracked):
+        if path not in ignored:
+            s.warn(f"lanes.copy: {path} is not ignored by Git; not copied (it would become part of the delivery)")
+            continue
+        dest = os.path.join(target, path)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.copy2(os.path.join(source, path), dest, follow_symlinks=False)
+        copied.append(path)
+    return copied
+
+
+def create_lane(s: "Session", slug: str, task_id: str, base: str, batch_id: str, path: str | None = None,
+                coordinator: str | None = None) -> str:
+    """The lane branch at `base` (refusing an existing one), its worktree, the `lanes.copy` files of the
+    coordinator, `lanes.setupCommand`; its path. A failing setup removes what was created and refuses
+    `batch_lane_setup_failed` (SPEC §6 v3).
 
     Offering it (a tick) is the caller's business: `provision` offers one, `run` several at once.
     """
     branch = LaneBranch(slug, task_id)
     if s.git.refs.resolve(branch.ref) is not None:
-        raise refused("batch_lane_branch_exists", f"{branch.name} exists already; release it or offer its worktree "
-                                                  "with 'git lanes tick --offer'")
+        raise refused("batch_lane_branch_exists", f"{branch.name} exists already; release it first "
+                                                  f"(git lanes release {task_id} --slug {slug})")
+    setup_command(s)   # shell syntax in it: refused before anything is created
     target = os.path.abspath(path) if path else default_lane_path(s, slug, task_id)
     if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
         raise usage(f"--path: {target} exists and is not empty")
@@ -68,22 +116,55 @@ def create_lane(s: "Session", slug: str, task_id: str, base: str, batch_id: str,
         s.git.refs.create(branch.ref, base, f"git-lanes: provision {task_id}")
     except RefRaceError:
         raise refused("batch_lane_branch_exists", f"{branch.name} was created meanwhile") from None
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    s.git.work.add(target, branch.name)
-    s.worktrees(refresh=True)
-    result = run_setup(s, target, slug=slug, batch_id=batch_id, task_id=task_id)
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        s.git.work.add(target, branch.name)
+        s.worktrees(refresh=True)
+        copy_ignored(s, coordinator or s.git.toplevel or s.git.cwd, target)
+        result = run_setup(s, target, slug=slug, batch_id=batch_id, task_id=task_id)
+    except BaseException:
+        _undo(s, target, branch)
+        raise
     if result is not None and not result.passed:
-        s.warn(f"lanes.setupCommand failed in {target} (exit {result.exit_code}): {last_line(result)}")
+        _undo(s, target, branch)
+        raise refused("batch_lane_setup_failed", setup_failure(result))
     return target
 
 
-def remove_lane(s: "Session", path: str, branch: str, keep_branch: bool = False) -> None:
-    """Remove a lane's worktree (never forced) and, unless kept, its branch (compare-and-swap)."""
+def _undo(s: "Session", target: str, branch: LaneBranch) -> None:
+    """Remove a lane that was never offered (it holds nothing but what setup made)."""
+    try:
+        remove_lane(s, target, branch.name, force=True)
+    except LanesError as exc:
+        s.warn(f"could not remove the lane {target}: {exc.message}")
+
+
+def remove_lane(s: "Session", path: str, branch: str, keep_branch: bool = False, force: bool = False) -> None:
+    """Remove a lane's worktree (forced only when its work is kept elsewhere) and, unless kept, its
+    branch (compare-and-swap); then the folders above it that git-lanes made and that are now empty."""
     tip = s.git.refs.resolve("refs/heads/" + branch)
     if path and os.path.isdir(path):
-        s.git.work.remove(path)
+        s.git.work.remove(path, force=force)
     else:
         s.git.work.prune()
     s.worktrees(refresh=True)
     if not keep_branch and tip is not None:
         s.git.refs.delete("refs/heads/" + branch, tip, "git-lanes: release lane")
+    if path:
+        remove_empty_parents(s, path)
+
+
+def remove_empty_parents(s: "Session", path: str) -> None:
+    """Remove the now-empty folders between a removed lane and the lane root (the root too when it is
+    git-lanes's own default folder); never anything outside the root."""
+    root = os.path.realpath(lane_root(s))
+    keep_root = os.path.realpath(_default_root()) != root
+    folder = os.path.dirname(os.path.realpath(os.path.abspath(path)))
+    while folder.startswith(root + os.sep) or (folder == root and not keep_root):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return
+        if folder == root:
+            return
+        folder = os.path.dirname(folder)

@@ -106,3 +106,18 @@ def deliver(lane: str, files: dict[str, str]) -> None:
         p = Path(lane) / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
+
+
+def forge_passed_attempt(lane: Path) -> None:
+    """A lane is untrusted: it may write its own record with any tool, past `done`'s own scope check
+    (SPEC v3 §5). Record a passed attempt of the lane's delivery by hand, as such a lane would, so that
+    the gate's rules can be tested on deliveries `done` refuses."""
+    from git_lanes.laneside import LaneContext
+    from git_lanes.model import QaAttempt
+    from git_lanes.session import Session
+    from git_lanes.snapshot import snapshot_tree
+
+    s = Session(cwd=str(lane))
+    ctx = LaneContext.load(s)
+    attempt = QaAttempt(at=s.clock(), tree=snapshot_tree(s.git, str(lane)), passed=True, results=[])
+    ctx.update(lambda rec: rec.model_copy(update={"qa_attempts": [*rec.qa_attempts, attempt]}), "forged")

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import git
 from git_lanes.audit import audit
+from git_lanes.errors import LanesError
 from git_lanes.session import Session
 from test_leaks import child, cli, cli_json, finish, make_batch, provision
 
@@ -95,7 +98,9 @@ def test_a_tampered_lane_branch_is_reported(tmp_path):
     assert "elsewhere.txt" in findings[1]["detail"]
     # the Python API agrees with the CLI
     assert audit(Session(cwd=str(root)), None) == findings
-    assert audit(Session(cwd=str(root)), "other") == []
+    with pytest.raises(LanesError) as unknown:   # (v3) an unknown slug is a usage error
+        audit(Session(cwd=str(root)), "other")
+    assert unknown.value.exit_code == 2
 
 
 def test_a_lane_branch_off_its_recorded_base_is_reported(tmp_path):

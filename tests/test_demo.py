@@ -12,12 +12,18 @@ from conftest import git
 from git_lanes.run.demo import CORRECTED_TASK, SLUG, TASKS, execute, initiative_files
 
 
-def test_demo_runs_the_whole_initiative_to_completed(tmp_path):
-    root = tmp_path / "demo"
+def test_demo_runs_the_whole_initiative_to_completed(tmp_path, hermetic):
+    home = tmp_path / "demo"
+    root = home / SLUG          # (v3) DIR holds the project, its lanes and its logs
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_"))}
     # like a fresh machine: no identity anywhere (the demo sets one in its own repository only)
-    proc = subprocess.run(["git", "lanes", "demo", str(root)], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(["git", "lanes", "demo", str(home)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # everything it made is under DIR: no lane, no log, nothing in the user's folders
+    assert sorted(p.name for p in home.iterdir()) == ["logs", SLUG]
+    assert list((home / "logs").rglob(f"{CORRECTED_TASK}-2.log"))
+    assert not [p for p in hermetic.rglob("*") if "git-lanes" in p.name]
+    assert git(root, "worktree", "list", "--porcelain").count("worktree ") <= 2   # the coordinator (+ scratch)
     assert "completed; final verification passed" in proc.stdout
     assert f"imm({CORRECTED_TASK})" in proc.stdout                     # the summary ends with the batch log
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from helpers import all_refs, check_file, deliver, lane_path, lanes, lanes_json, write_initiative
+from helpers import (all_refs, check_file, deliver, forge_passed_attempt, lane_path, lanes, lanes_json,
+                     write_initiative)
 
 
 def start(repo, tasks, *extra, final_checks=None):
@@ -124,7 +125,13 @@ def test_lane_commit_is_deterministic_and_keeps_executor_commits(two):
 
 def test_out_of_scope_change_parks_with_the_paths(two):
     la = provision(two, "a")
-    finish(la, {"src/a/ok.txt": "ok", "src/b/intruder.txt": "x", "README": "changed\n"})
+    # (v3) `done` fails it first, with the gate's own rule: a QA failure the executor can fix
+    deliver(la, {"src/a/ok.txt": "ok", "src/b/intruder.txt": "x", "README": "changed\n"})
+    code, out, err = lanes(la, "done")
+    assert code == 1 and "error: qa_failed: delivery_outside_scope: README, src/b/intruder.txt" in err
+    assert child(tick(two), "a")["qa_failures"] == 1
+    # a lane that records a pass anyway is still parked at the gate
+    forge_passed_attempt(la)
     report = tick(two)
     a = child(report, "a")
     assert a["state"] == "needs_human"
@@ -135,7 +142,10 @@ def test_own_intent_edit_without_approval_is_refused(two):
     la = provision(two, "a")
     intent = la / ".lanes" / "demo" / "a.toml"
     intent.write_text(intent.read_text().replace("Make a", "Make something else"))
-    finish(la, {"src/a/ok.txt": "ok"})
+    deliver(la, {"src/a/ok.txt": "ok"})
+    code, out, err = lanes(la, "done")   # (v3) refused by `done` before any check ...
+    assert code == 1 and "error: qa_failed: delivery_outside_scope: .lanes/demo/a.toml" in err
+    forge_passed_attempt(la)              # ... and by the gate when a lane records a pass anyway
     report = tick(two)
     assert child(report, "a")["reason"] == "dirty_outside_scope: .lanes/demo/a.toml"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -14,7 +15,7 @@ from git_lanes.canonical import sha256_digest
 from git_lanes.errors import ExitCode, LanesError
 from git_lanes.gitio import Git
 from git_lanes.laneside import LaneContext, done, give_up, inbox, task_info
-from git_lanes.model import BatchRecord, Budget, Child, Intervention, Lane, LaneRecord, Revision
+from git_lanes.model import BatchRecord, Budget, Child, IntentIdentity, Intervention, Lane, LaneRecord, Revision
 from git_lanes.plan import parse_intent
 from git_lanes.session import Session
 from git_lanes.snapshot import changed_paths, exclude_file, snapshot_tree, worktree_clean
@@ -34,19 +35,20 @@ OUT_EXISTS = check_cmd("import pathlib,sys; sys.exit(0 if pathlib.Path('out.txt'
 WRITES_FILE = check_cmd("open('gen.txt', 'w').write('generated')")
 
 
-def intent_text(check: str, revision: int = 1, extra: str = "") -> str:
-    return (f'task_id = "alpha"\nrevision = {revision}\ngoal = "Write out.txt"\nscope = ["out.txt"]\n'
+def intent_text(check: str, revision: int = 1, extra: str = "", scope: tuple[str, ...] = ("out.txt",)) -> str:
+    return (f'task_id = "alpha"\nrevision = {revision}\ngoal = "Write out.txt"\nscope = {json.dumps(list(scope))}\n'
             f"[[acceptance]]\nid = \"A1\"\ntext = \"out.txt exists\"\ncheck = '''{check}'''\ntimeout = 60\n"
             + extra)
 
 
 def make_lane(repo: Path, check: str = OUT_EXISTS, *, correction_due: str | None = None,
-              interventions: list[Intervention] = (), revisions: list[Revision] = ()) -> Path:
+              interventions: list[Intervention] = (), revisions: list[Revision] = (),
+              scope: tuple[str, ...] = ("out.txt",)) -> Path:
     """Commit the initiative `demo` on main, add the lane worktree of `alpha`, write the record."""
     folder = repo / ".lanes" / "demo"
     folder.mkdir(parents=True)
     (folder / "initiative.toml").write_text('title = "Demo"\ntasks = ["alpha", "beta"]\n')
-    (folder / "alpha.toml").write_text(intent_text(check))
+    (folder / "alpha.toml").write_text(intent_text(check, scope=scope))
     (folder / "beta.toml").write_text('task_id = "beta"\nrevision = 1\ngoal = "B"\nscope = ["b"]\n'
                                       '[[acceptance]]\nid = "B1"\ntext = "b"\ncheck = "true"\n')
     git(repo, "add", ".lanes")
@@ -61,7 +63,10 @@ def make_lane(repo: Path, check: str = OUT_EXISTS, *, correction_due: str | None
         max_parallel=1, created_at=T, updated_at=T,
         children=[Child(task_id="alpha", state="enrolled", lane=lane, correction_due=correction_due),
                   Child(task_id="beta")],
-        interventions=list(interventions), revisions=list(revisions))
+        interventions=list(interventions), revisions=list(revisions),
+        # as `start` records them: what the intent-file exception of the scope rule compares against
+        intent_identities={"alpha": IntentIdentity(**parse_intent(".lanes/demo/alpha.toml",
+                                                                  intent_text(check, scope=scope).encode()).identity())})
     BatchStore(Git(repo)).write(None, record, summary="test", actor="test")
     return lane_path
 
@@ -174,8 +179,9 @@ def test_done_passing_records_the_attempt(repo):
 
 
 def test_done_failing_check(repo):
-    lane = make_lane(repo)
-    (lane / "other.txt").write_text("x\n")
+    # (v3: a delivery outside the scope fails before any check runs; this one is inside it)
+    lane = make_lane(repo, check=check_cmd("import sys; print('nope'); sys.exit(1)"))
+    (lane / "out.txt").write_text("x\n")
     result = done(session(lane))
     assert result["passed"] is False and result["results"][0]["exit_code"] == 1
     assert lane_record(repo).qa_attempts[0].passed is False
@@ -246,7 +252,7 @@ def test_done_leaves_the_lane_index_untouched(repo):
 
 
 def test_excluded_and_ignored_files_stay_out_of_the_delivery(repo, hermetic):
-    lane = make_lane(repo)
+    lane = make_lane(repo, scope=("out.txt", ".gitignore"))   # (v3: done refuses paths outside the scope)
     git(repo, "config", "--add", "lanes.exclude", "__pycache__/")
     git(repo, "config", "--add", "lanes.exclude", "*.tmp")
     (hermetic / ".config" / "git").mkdir(parents=True)
@@ -265,7 +271,8 @@ def test_excluded_and_ignored_files_stay_out_of_the_delivery(repo, hermetic):
 def test_a_second_done_increments_record_revision(repo):
     lane = make_lane(repo)
     (lane / "other.txt").write_text("x\n")
-    done(session(lane))
+    assert done(session(lane))["note"] == "delivery_outside_scope: other.txt"
+    (lane / "other.txt").unlink()
     (lane / "out.txt").write_text("x\n")
     assert done(session(lane))["passed"]
     rec = lane_record(repo)

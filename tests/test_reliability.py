@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from helpers import all_refs, deliver, lane_path, lanes, lanes_json, snapshot_state, write_initiative
+from helpers import (all_refs, deliver, forge_passed_attempt, lane_path, lanes, lanes_json, snapshot_state,
+                     write_initiative)
 
 
 def plan(repo: Path, tasks=("a", "b")) -> None:
@@ -148,7 +149,9 @@ def test_a_non_utf8_path_outside_scope_parks_with_git_quoting_and_ticks_go_on(re
     lane = provision(repo, "a")
     deliver(lane, {"src/a/x": "a"})
     (lane / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"outside")
-    code, out, err = lanes(lane, "done")
+    code, out, err = lanes(lane, "done")     # (v3) done refuses it first, with Git's quoting ...
+    assert code == 1 and 'error: qa_failed: delivery_outside_scope: "caf\\351.txt"' in err
+    forge_passed_attempt(lane)               # ... and the gate parks a lane that records a pass anyway
     for _ in range(2):
         code, report = lanes_json(repo, "tick")
         assert code == 0
@@ -169,7 +172,9 @@ def test_pathspec_variables_are_never_obeyed(repo, var):
     deliver(lb, {"Lib/x": "outside: scope matching is case-sensitive"})
     env = {var: "1"}
     assert lanes(la, "done", env=env)[0] == 0
-    lanes(lb, "done", env=env)
+    code, out, err = lanes(lb, "done", env=env)   # (v3) done's own scope check is case-sensitive too ...
+    assert code == 1 and "delivery_outside_scope: Lib/x" in err
+    forge_passed_attempt(lb)                       # ... and so is the gate's, for a lane recording a pass anyway
     code, report = lanes_json(repo, "tick")
     states = {c["task_id"]: (c["state"], c["reason"]) for c in report["children"]}
     code, out, err = lanes(repo, "tick", env=env)

@@ -50,13 +50,16 @@ def test_restart_a_lane_that_gave_up_keeps_its_tip_and_continues(repo):
     assert report["batch_state"] == "needs_human"
     old_run = child_of(report, "a")["lane"]["run_id"]
 
-    # not recoverable (the executor gave up): refused, nothing written
+    # not recoverable (its lane is off its branch): refused, nothing written. (Before v3 a give-up itself
+    # was unrecoverable; SPEC v3 §6 makes a give-up older than the resume history, see test_v3_resume.py.)
+    git(la, "switch", "-q", "--detach")
     before = world(repo, la)
     code, doc, err = cli(repo, "resume", "demo", "--yes")
     assert code == 1
-    assert err.strip() == ("error: batch_resume_unrecoverable: a: its executor gave up (stuck on a design "
-                           "question); restart it with --restart a (nothing was written)")
+    assert err.strip() == (f"error: batch_resume_unrecoverable: a: its lane {la.resolve()} is on a detached HEAD, "
+                           "not imm-lane/demo/a; restart it with --restart a (nothing was written)")
     assert world(repo, la) == before
+    git(la, "switch", "-q", "imm-lane/demo/a")
 
     report = ok(repo, "resume", "demo", "--yes", "--restart", "a")
     assert report["batch_state"] == "running" and report["reason"] is None
@@ -183,8 +186,8 @@ def test_resume_refusals_write_nothing(repo):
     start(repo, "demo", "--max-parallel", "2")
     lp, lq = provision(repo, "p"), provision(repo, "q")
     before = world(repo, lp, lq)
-    code, doc, err = cli(repo, "resume", "demo", "--yes")
-    assert code == 1 and err.startswith("error: batch_not_parked: batch ") and "is running" in err
+    code, doc, err = cli(repo, "resume", "demo", "--yes")   # (v3) a running batch: name the parked children
+    assert code == 2 and doc is None and "name the parked children to free" in err
     assert world(repo, lp, lq) == before
     code, doc, err = cli(repo, "resume", "nosuch", "--yes")
     assert code == 2 and doc is None

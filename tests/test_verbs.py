@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import git
-from helpers import all_refs, deliver, git_lanes, lane_path, lanes, lanes_json, write_initiative
+from helpers import all_refs, deliver, forge_passed_attempt, git_lanes, lane_path, lanes, lanes_json, write_initiative
 
 FLAG_ABSENT = "python3 -c \"import pathlib,sys; sys.exit(1 if pathlib.Path('BROKEN').exists() else 0)\""
 
@@ -57,7 +57,9 @@ def test_integrate_refuses_with_the_tick_reason_codes(repo):
                                     {"id": "c", "scope": ["src/c"], "check": FLAG_ABSENT}])
     lanes(repo, "start", "demo", "--yes", "--max-parallel", "3")
     la, lb, lc = provision(repo, "a"), provision(repo, "b"), provision(repo, "c")
-    finish(la, {"src/a/x": "a", "README": "outside\n"})          # scope
+    deliver(la, {"src/a/x": "a", "README": "outside\n"})         # scope: `done` refuses it (v3) ...
+    assert lanes(la, "done")[0] == 1
+    forge_passed_attempt(la)                                     # ... a lane recording a pass anyway
     git(repo, "commit", "-q", "--allow-empty", "-m", "user commit")  # adopted fast-forward
     deliver(repo, {"src/b/x": "user"})
     git(repo, "add", "-A")

@@ -17,9 +17,9 @@ from . import render
 
 EXIT_DOC = "Exit codes: 0 done, 1 refusal or negative result, 2 usage or invalid input, 128 fatal."
 # The order `git lanes -h` and the man page list the commands in.
-ORDER = ("plan", "start", "tick", "status", "show", "log", "task", "done", "inbox", "instruct", "review", "revise",
-         "integrate", "verify", "resume", "retire", "provision", "release", "audit", "run", "demo", "push", "pull",
-         "join", "work", "contracts", "schema", "completion", "aliases")
+ORDER = ("plan", "start", "tick", "status", "show", "diff", "log", "task", "done", "inbox", "instruct", "review",
+         "revise", "integrate", "verify", "resume", "retire", "provision", "release", "audit", "run", "demo", "push",
+         "pull", "join", "work", "contracts", "schema", "completion", "aliases")
 
 
 class LanesGroup(click.Group):
@@ -73,10 +73,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _usage_error(e: click.UsageError) -> None:
+    """One `error:` line; click's multi-line messages (a missing option's "Choose from:" list) joined."""
     msg = e.format_message()
-    render.err("error", msg.splitlines()[0] if msg else "usage error")
+    lines = [line.strip() for line in msg.splitlines() if line.strip()]
+    render.err("error", _choices_joined(lines) if lines else "usage error")
     if e.ctx is not None:
         click.echo(f"hint: see '{e.ctx.command_path} -h'", err=True)
+
+
+def _choices_joined(lines: list[str]) -> str:
+    """`Missing option '--x'. Choose from:` + `a,` `b` lines -> `... Choose from: a, b.`"""
+    head, rest = lines[0], lines[1:]
+    if head.endswith("Choose from:") and rest:
+        return head + " " + " ".join(rest).rstrip(".") + "."
+    return " ".join(lines)
 
 
 def entry() -> None:

@@ -37,8 +37,12 @@ def plan_cmd(slug: str, max_parallel: int, as_json: bool) -> None:
         render.say(f"  {c['task_id']}{deps}: {', '.join(c['scope'])}")
     for i, wave in enumerate(doc["waves"], 1):
         render.say(f"wave {i}: {', '.join(wave)}")
-    for c in doc["scope_conflicts"]:
-        render.say(f"conflict: {c['task_id']} overlaps {', '.join(c['overlaps_with'])}")
+    seen: set[str] = set()
+    for c in doc["scope_conflicts"]:   # each pair once (the JSON lists both directions)
+        others = [o for o in c["overlaps_with"] if o not in seen]
+        seen.add(c["task_id"])
+        if others:
+            render.say(f"conflict: {c['task_id']} overlaps {', '.join(others)}")
 
 
 @cli.command("start")
@@ -107,6 +111,31 @@ def show_cmd(task, slug, as_json) -> None:
     render.emit_json(doc) if as_json else render.show(doc)
 
 
+@cli.command("diff")
+@task_arg
+@slug_option
+@click.option("--stat", "stat", is_flag=True, help="A diffstat, as git diff --stat.")
+@click.option("--name-status", "name_status", is_flag=True, help="Paths with Git's status letters.")
+@json_option
+def diff_cmd(task, slug, stat, name_status, as_json) -> None:
+    """A child's change against its lane base (its lane commit, last attempt, or lane), as git diff shows it."""
+    from ..diffview import diff_view, show_diff
+    from ..errors import usage
+
+    if stat and name_status:
+        raise usage("--stat and --name-status are mutually exclusive")
+    s = session()
+    view = diff_view(s, s.choose_slug(slug), task)
+    if as_json:
+        render.emit_json(view)
+        return
+    code = show_diff(s, view, "name-status" if name_status else "stat" if stat else None)
+    if view["outside_scope"]:
+        render.err("warning", f"{task} changes paths outside its scope: " + ", ".join(view["outside_scope"]))
+    if code:
+        raise render.Fail(code)
+
+
 @cli.command("log")
 @slug_arg
 @json_option
@@ -126,10 +155,12 @@ def log_cmd(slug, as_json) -> None:
 @json_option
 def integrate_cmd(slug, tasks, as_json) -> None:
     """Integrate settled lanes (the tick's own steps); admits and schedules nothing."""
+    from ..status import check_tasks
     from ..tick import INTEGRATE, Request, run_tick
 
     s = session()
     slug = s.choose_slug(slug)
+    check_tasks(s, slug, list(tasks))
     only = set(tasks) if tasks else None
     render.outcome(run_tick(s, slug, Request(only=only, actor="integrate"), steps=INTEGRATE), as_json)
 
@@ -156,16 +187,20 @@ def verify_cmd(slug, rev, as_json) -> None:
 
 @cli.command("resume")
 @required_slug
-@click.option("--restart", "restart", multiple=True, metavar="TASK", help="Send a parked child back to pending.")
+@click.argument("tasks", nargs=-1, shell_complete=complete_tasks)
+@click.option("--restart", "restart", multiple=True, metavar="TASK", shell_complete=complete_tasks,
+              help="Send a parked child back to pending (repeatable).")
 @click.option("--yes", is_flag=True, help="Confirm without a prompt.")
 @click.option("--delegate-revisions/--no-delegate-revisions", default=None,
               help="Grant or withdraw revision delegation.")
 @json_option
-def resume_cmd(slug, restart, yes, delegate_revisions, as_json) -> None:
-    """Continue a needs_human batch with a new confirmation."""
+def resume_cmd(slug, tasks, restart, yes, delegate_revisions, as_json) -> None:
+    """Free parked children: every one of a needs_human batch (after a confirmation), or the TASKs named
+    on a running batch; then tick."""
     from ..resume import resume_batch
 
-    render.outcome(resume_batch(session(), slug, list(restart), delegate_revisions, confirm_fn(yes)), as_json)
+    render.outcome(resume_batch(session(), slug, list(restart), delegate_revisions, confirm_fn(yes), list(tasks)),
+                   as_json)
 
 
 @cli.command("retire")

@@ -52,11 +52,9 @@ def done_cmd(give_up, message, as_json) -> None:
     if as_json:
         render.emit_json(doc)
     else:
-        render.check_results(doc["results"], limit=10)
-        if doc.get("note"):
-            render.say(doc["note"])
-        render.say(f"{doc['task_id']}: {'passed' if doc['passed'] else 'failed'} (tree {doc['tree'][:12]})")
+        render.attempt(doc)
     if not doc["passed"]:
+        render.qa_failed(doc)
         raise render.Fail(1)
 
 
@@ -71,5 +69,7 @@ def inbox_cmd(ack, as_json) -> None:
     if as_json:
         render.emit_json(items)
         return
+    if not items:
+        render.say("inbox: empty (no instruction or correction for this lane)")
     for i in items:
         render.say(f"{'   ' if i['read'] else 'new'} {i['at']} {i['kind']}: {i['text']}")

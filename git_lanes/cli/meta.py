@@ -6,12 +6,13 @@ import click
 
 from . import render
 from .app import cli
-from .options import session
+from .options import json_option, session
 
 
 @cli.command("contracts")
-def contracts_cmd() -> None:
-    """Print the contract manifest (batch record, lane record, report, store layout)."""
+@json_option
+def contracts_cmd(as_json) -> None:
+    """Print the contract manifest (batch record, lane record, report, store layout) as JSON."""
     from ..model import contracts_manifest
 
     render.emit_json(contracts_manifest())
@@ -19,8 +20,9 @@ def contracts_cmd() -> None:
 
 @cli.command("schema")
 @click.argument("which", required=False, type=click.Choice(["batch_record", "lane_record", "batch_report"]))
-def schema_cmd(which) -> None:
-    """Print the JSON schemas of the records and the report."""
+@json_option
+def schema_cmd(which, as_json) -> None:
+    """Print the JSON schemas of the records and the report (JSON, with or without --json)."""
     from ..model import schemas
 
     docs = schemas()
@@ -37,11 +39,16 @@ def completion_cmd(shell) -> None:
 
 
 @cli.command("aliases")
-@click.option("--install", "action", flag_value="install", help="Add the short aliases.")
-@click.option("--uninstall", "action", flag_value="uninstall", help="Remove the aliases git-lanes installed.")
-def aliases_cmd(action) -> None:
+@click.option("--install", is_flag=True, help="Add the short aliases.")
+@click.option("--uninstall", is_flag=True, help="Remove the aliases git-lanes installed.")
+def aliases_cmd(install, uninstall) -> None:
     """List, install or uninstall short Git aliases (git lt = git lanes tick, ...)."""
     from ..aliases import aliases
+    from ..errors import usage
+
+    if install and uninstall:
+        raise usage("--install and --uninstall are mutually exclusive")
+    action = "install" if install else "uninstall" if uninstall else None
 
     for line in aliases(session(), action):
         render.say(line)

@@ -86,14 +86,17 @@ def start_opts(max_parallel, max_children, qa_failure_limit, final_checks, deleg
 
 
 def confirm_fn(yes: bool):
-    """Ask at a terminal (stderr), or take `--yes`; no terminal and no `--yes` refuses."""
+    """Ask at a terminal (stderr), or take `--yes`; no terminal and no `--yes` shows what it would have
+    confirmed (stderr) and refuses."""
     def confirm(text: str) -> bool:
         from ..errors import refused
 
         if yes:
             return True
         if not (sys.stdin.isatty() and sys.stderr.isatty()):
-            raise refused("batch_confirmation_required", "no terminal to confirm on; pass --yes to confirm")
+            click.echo(text, err=True)
+            raise refused("batch_confirmation_required", "no terminal to confirm on; read the above and pass --yes "
+                                                         "to confirm it")
         click.echo(text, err=True)
         return click.confirm("Proceed?", default=False, err=True)
     return confirm

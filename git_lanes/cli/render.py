@@ -64,37 +64,96 @@ def report(r: dict) -> None:
             say(f"{key.replace('_', ' ')[:-1]}: " + ", ".join(f"{k}={v}" for k, v in item.items()))
     if r.get("lane_instruction"):
         li = r["lane_instruction"]
-        say(f"instruction for {li['task_id']}: " + ("accepted" if li["accepted"] else li["reason"]))
+        verdict = "accepted" if li["accepted"] else li["reason"]
+        say(f"{li.get('kind') or 'instruction'} for {li['task_id']}: {verdict}")
     if r.get("lane_revision"):
         lr = r["lane_revision"]
         say(f"revision of {lr['task_id']}: " + ("approved" if lr["accepted"] else lr["reason"]))
     fv = r.get("final_verification")
     if fv:
         say(f"final verification: {'passed' if fv['passed'] else 'FAILED'} at {fv['head'][:12]}")
+    from ..report import handoff_command
+
     for h in r["handoffs"]:
         role = h.get("action") or h.get("next_obligation")
-        where = h.get("lane_path") or h.get("base_head", "")[:12]
-        say(f"handoff: {h['role']} {role} {h['task_id']} {where}".rstrip())
+        say(f"handoff: {h['role']} {role} {h['task_id']}: {handoff_command(r['slug'], h)}")
     say(f"next: {r['next_action']}")
 
 
 def show(doc: dict) -> None:
-    for key, value in doc["child"].items():
-        say(f"{key}: {json.dumps(value) if isinstance(value, (dict, list)) else value}")
+    """`git lanes show`: one child and its lane record, as a person reads them (no reprs)."""
+    from ..checks import failure_line
+
+    c = doc["child"]
+    say(f"{c['task_id']}: {c['state']} (batch {doc['batch_id']})")
+    rows = [("reason", c.get("reason")), ("blocked by", ", ".join(c.get("blocked_by") or [])),
+            ("commit", c.get("commit")), ("settled at", c.get("settled_at")),
+            ("correction due", c.get("correction_due")), ("resumed at", c.get("resumed_at")),
+            ("next obligation", c.get("next_obligation"))]
+    counts = f"{c.get('qa_failures', 0)} QA failure(s) counted, {c.get('qa_attempts_seen', 0)} attempt(s) seen, " \
+             f"{c.get('corrections', 0)} of 2 corrections used"
+    for key, value in rows:
+        if value:
+            say(f"  {key}: {value}")
+    say(f"  counters: {counts}")
+    if c.get("tracker_closed"):
+        say("  tracker issue: closed")
+    lane = c.get("lane")
+    if lane:
+        say(f"  lane: {lane['path'] or '(remote)'}")
+        say(f"    branch {lane['branch']}, base {lane['base_head'][:12]}, run {lane['run_id']}")
+        if lane.get("lane_commit"):
+            say(f"    lane commit {lane['lane_commit'][:12]}")
+        if lane.get("executor_commits"):
+            say(f"    executor commits: {', '.join(x[:12] for x in lane['executor_commits'])}")
+    if c.get("gate_results"):
+        say("  failed on the integration candidate:")
+        for r in c["gate_results"]:
+            say(f"    {'ok  ' if r['passed'] else 'FAIL'} {r['id']}: {r['command']}")
+            if not r["passed"]:
+                for line in r["output_tail"].rstrip().splitlines()[-20:]:
+                    say(f"        {line}")
+    if doc.get("lane_record_error"):
+        say(f"  lane record: unreadable ({doc['lane_record_error']})")
     lr = doc.get("lane_record")
     if lr:
-        say(f"lane record revision {lr['record_revision']}, {len(lr['qa_attempts'])} attempt(s)")
+        say(f"  lane record: revision {lr['record_revision']}, {len(lr['qa_attempts'])} attempt(s), "
+            f"{lr.get('inbox_read', 0)} inbox item(s) read")
         for a in lr["qa_attempts"]:
-            say(f"  {a['at']} {'passed' if a['passed'] else 'failed'} {a['tree'][:12]}")
+            failed = [failure_line(r) for r in a["results"] if not r["passed"]]
+            why = "; ".join(([a["note"]] if a.get("note") else []) + failed)
+            say(f"    {a['at']} {'passed' if a['passed'] else 'failed'}, tree {a['tree'][:12]}"
+                + (f": {why}" if why else ""))
+        if lr.get("gave_up"):
+            say(f"  gave up at {lr['gave_up']['at']}: {lr['gave_up']['text']}")
 
 
 def check_results(results: list[dict], limit: int | None = None) -> None:
-    """`ok  <id>: <command>` / `FAIL <id>: <command>` (and, with `limit`, a failure's last lines)."""
+    """`ok   <id>: <command>` / `FAIL <id> (<status>): <command>` (and, with `limit`, a failure's last lines)."""
+    from ..checks import status_text, tail_lines
+
     for r in results:
-        say(f"{'ok  ' if r['passed'] else 'FAIL'} {r['id']}: {r['command']}")
-        if limit and not r["passed"] and r["output_tail"].strip():
-            for line in r["output_tail"].rstrip().splitlines()[-limit:]:
-                say(f"      {line}")
+        if r["passed"]:
+            say(f"ok   {r['id']}: {r['command']}")
+            continue
+        say(f"FAIL {r['id']} ({status_text(r)}): {r['command']}")
+        for line in tail_lines(r["output_tail"], limit or 1):
+            say(f"      {line}")
+
+
+def attempt(doc: dict) -> None:
+    """`git lanes done`: each check (a failure with its status and last lines), the note, the verdict."""
+    check_results(doc["results"], limit=10)
+    if doc.get("note"):
+        say(doc["note"])
+    say(f"{doc['task_id']}: {'passed' if doc['passed'] else 'failed'} (tree {doc['tree'][:12]})")
+
+
+def qa_failed(doc: dict) -> None:
+    """`error: qa_failed: <failing check ids, or the note>`."""
+    from ..checks import failed_summary
+
+    err("error", "qa_failed: " + failed_summary(doc["results"], doc.get("note")))
 
 
 def run_summary(report: dict, facts: dict) -> None:
@@ -104,7 +163,7 @@ def run_summary(report: dict, facts: dict) -> None:
     say(f"batch {report['batch_id']} ({report['slug']}): {report['batch_state']}{verdict}")
     if facts.get("reason"):
         say(f"reason: {facts['reason']}")
-    rows = [("task", "state", "sessions", "QA failures", "corrections", "commit")] + facts["rows"]
+    rows = [("task", "state", "sessions", "failed attempts", "corrections", "commit")] + facts["rows"]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         say("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
@@ -117,6 +176,31 @@ def run_summary(report: dict, facts: dict) -> None:
         if facts["log"]:
             say(facts["log"])
     say(f"\nexecutor logs: {facts['log_dir']}")
+    steps = facts.get("next") or []
+    if steps:
+        say("\nnext:")
+        for step in steps:
+            say(f"  {step}")
+
+
+def released(doc: dict) -> None:
+    """`release`: what was removed (stdout), what was kept and why (`warning:`)."""
+    for item in doc.get("released", []):
+        if item.get("failed"):
+            err("warning", f"lane of {item['task_id']} not removed: {item['reason']}")
+            continue
+        what = [f"removed lane {item['task_id']}: {item['path']}" if item.get("path") else
+                f"removed lane {item['task_id']}"]
+        what.append(f"branch {item['branch']} " + ("kept" if item.get("branch_kept") else "deleted"))
+        if item.get("snapshot"):
+            what.append(f"uncommitted work kept as {item['snapshot'][:12]}")
+        say(" (".join([what[0], "; ".join(what[1:])]) + ")")
+    for path in doc.get("scratch", []):
+        say(f"removed scratch worktree {path}")
+    for item in doc.get("skipped", []):
+        err("warning", f"kept the lane of {item['task_id']}: {item['reason']}")
+    if not doc.get("released") and not doc.get("skipped") and not doc.get("scratch"):
+        say("nothing to release")
 
 
 def replication(doc: dict, verb: str, as_json: bool) -> None:

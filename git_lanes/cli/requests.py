@@ -37,17 +37,20 @@ def instruct_cmd(task, slug, message, file, kind, session_state, as_json) -> Non
 @cli.command("review")
 @task_arg
 @slug_option
-@click.option("--approve", "verdict", flag_value="approve", help="Approve the passed delivery.")
-@click.option("--reject", "verdict", flag_value="reject", help="Reject it; the text goes to the lane's inbox.")
+@click.option("--approve", is_flag=True, help="Approve the passed delivery.")
+@click.option("--reject", is_flag=True, help="Reject it; the text goes to the lane's inbox.")
 @click.option("-m", "--message", default=None, help="The verdict's text.")
 @json_option
-def review_cmd(task, slug, verdict, message, as_json) -> None:
+def review_cmd(task, slug, approve, reject, message, as_json) -> None:
     """Give a review verdict on a lane whose intent asks for one."""
     from ..errors import usage
     from ..tick import Request, run_tick
 
-    if verdict is None:
+    if approve and reject:
+        raise usage("--approve and --reject are mutually exclusive")
+    if not (approve or reject):
         raise usage("give --approve or --reject")
+    verdict = "approve" if approve else "reject"
     s = session()
     render.outcome(run_tick(s, s.choose_slug(slug), Request(review=(task, verdict, message), actor="review")),
                    as_json)

@@ -46,10 +46,7 @@ def release_cmd(task, slug, keep_branch, stale, remote, as_json) -> None:
     if as_json:
         render.emit_json(doc)
         return
-    for item in doc.get("released", []):
-        render.say(f"released {item['task_id']} ({item['path'] or 'no worktree here'})")
-    for item in doc.get("skipped", []):
-        render.say(f"kept {item['task_id']}: {item['reason']}")
+    render.released(doc)
 
 
 @cli.command("audit")
@@ -68,4 +65,5 @@ def audit_cmd(slug, as_json) -> None:
         if not findings:
             render.say("audit: nothing found")
     if findings:
+        render.err("error", f"audit_findings: {len(findings)} finding(s)")
         raise render.Fail(1)

@@ -323,6 +323,23 @@ class ObjectDB:
                            *(["--", *specs] if specs else [])).stdout
         return sorted(_dec(p) for p in raw.split(b"\0") if p)
 
+    def name_status(self, a: str, b: str) -> list[tuple[str, str]]:
+        """(Git's status letter A/M/D/T, path) of every path that differs between two trees (or commits),
+        renames off, sorted by path."""
+        raw = self.git.run("diff-tree", "-r", "--no-renames", "--name-status", "-z", "--no-commit-id", a, b).stdout
+        items = raw.split(b"\0")
+        pairs = [(items[i].decode(), _dec(items[i + 1])) for i in range(0, len(items) - 1, 2) if items[i]]
+        return sorted(pairs, key=lambda p: _enc(p[1]))
+
+    def show_diff(self, a: str, b: str, options: Iterable[str] = ()) -> int:
+        """`git diff [OPTIONS] --no-renames A B` on the user's terminal, as `git diff` shows it (pager and
+        colour as Git's own configuration says); Git's exit code."""
+        from .process import SAFE_CONFIG, attached, scrubbed_env
+
+        argv = ["git", *SAFE_CONFIG, f"--git-dir={self.git.git_dir}", "diff", *options, "--no-renames", a, b]
+        env = scrubbed_env(self.git._environ, self.git.local_env_vars)   # the user's locale and pager settings
+        return attached(argv, self.git.toplevel or self.git.git_dir, env)
+
     # -- history -------------------------------------------------------------------------------------
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:

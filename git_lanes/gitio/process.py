@@ -68,6 +68,15 @@ def spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], data: bytes | N
         raise LanesError(f"cannot run {argv[0]}: {cwd} is not a directory", exit_code=ExitCode.FATAL) from None
 
 
+def attached(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> int:
+    """Run a command on the caller's own terminal (stdin, stdout, stderr inherited: Git's pager and
+    colour decide as they would for the user); its exit code."""
+    try:
+        return subprocess.run(list(argv), cwd=cwd, env=dict(env)).returncode
+    except FileNotFoundError:
+        raise LanesError(f"cannot run {argv[0]} in {cwd}: not found", exit_code=ExitCode.FATAL) from None
+
+
 def local_env_vars() -> tuple[str, ...]:
     """The repository-local variables Git lists (`git rev-parse --local-env-vars`, asked anywhere)."""
     proc = spawn(["git", "rev-parse", "--local-env-vars"], "/", os.environ)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -58,6 +59,9 @@ class WorktreeList(list):
         return self._by_branch.get(branch_ref)
 
 
+LIST_TRIES = 14   # about a second of 10..140 ms waits
+
+
 class WorkingTrees:
     def __init__(self, git: "Git") -> None:
         self.git = git
@@ -97,7 +101,18 @@ class WorkingTrees:
     # -- the list ------------------------------------------------------------------------------
 
     def list(self) -> WorktreeList:
-        text = self.git.run("worktree", "list", "--porcelain", "-z", check=False).stdout.decode("utf-8", "surrogateescape")
+        """`git worktree list`. Git fails it now and then while another process adds or removes a
+        worktree (`failed to read .../commondir`): an empty list would make every lane look gone, so a
+        failure is retried for up to a second, then raised."""
+        for attempt in range(LIST_TRIES):
+            proc = self.git.run("worktree", "list", "--porcelain", "-z", check=False)
+            if proc.returncode == 0:
+                break
+            time.sleep(0.01 * (attempt + 1))
+        else:
+            raise GitError(["git", "worktree", "list", "--porcelain", "-z"], proc.returncode,
+                           proc.stderr.decode("utf-8", "replace"))
+        text = proc.stdout.decode("utf-8", "surrogateescape")
         found: list[Worktree] = []
         for block in text.split("\0\0"):
             fields: dict[str, str] = {}
@@ -114,9 +129,10 @@ class WorkingTrees:
         """`git worktree add` at `path` of a branch (short name) or, detached, a commit."""
         self._run("worktree", "add", "-q", *(["--detach"] if detach else []), "--end-of-options", path, target)
 
-    def remove(self, path: str) -> None:
-        """`git worktree remove` (never forced: a worktree with changes stays and Git says why)."""
-        self._run("worktree", "remove", "--end-of-options", path)
+    def remove(self, path: str, *, force: bool = False) -> None:
+        """`git worktree remove` (never forced unless asked: a worktree with changes stays and Git says
+        why; `force` only once those changes are kept elsewhere)."""
+        self._run("worktree", "remove", *(["--force"] if force else []), "--end-of-options", path)
 
     def prune(self) -> None:
         self.git.run("worktree", "prune")
@@ -133,6 +149,27 @@ class WorkingTrees:
 
     def is_clean(self, cwd: str, excludes: str | None = None) -> bool:
         return not self.status(cwd, excludes=excludes)
+
+    def matching(self, cwd: str, patterns: Sequence[str]) -> tuple[list[str], list[str]]:
+        """(untracked, tracked) files of the worktree at `cwd` that match the gitignore-style `patterns`."""
+        if not patterns:
+            return [], []
+        excludes = [f"--exclude={p}" for p in patterns]
+        untracked = self._run("ls-files", "-z", "--others", "--ignored", *excludes, cwd=cwd).stdout
+        tracked = self._run("ls-files", "-z", "--cached", "--ignored", *excludes, cwd=cwd).stdout
+        split = lambda raw: [p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p]  # noqa: E731
+        return split(untracked), split(tracked)
+
+    def ignored(self, cwd: str, paths: Sequence[str]) -> set[str]:
+        """Those of `paths` (untracked, relative to `cwd`) that Git's own ignore rules ignore."""
+        if not paths:
+            return set()
+        data = b"".join(os.fsencode(p) + b"\0" for p in paths)
+        proc = self.git.run("check-ignore", "-z", "--stdin", cwd=cwd, input=data, check=False)
+        if proc.returncode not in (0, 1):
+            raise GitError(["git", "check-ignore", "-z", "--stdin"], proc.returncode,
+                           proc.stderr.decode("utf-8", "replace"))
+        return {p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p}
 
     def ignored_top_level(self, worktree: str) -> list[str]:
         """The top-level names of the files and folders Git ignores in `worktree`."""

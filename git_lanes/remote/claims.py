@@ -317,7 +317,8 @@ def release(s: Session, slug: str, task_id: str, keep_branch: bool = False,
             sync_push(s, remote, only={lane_record_ref(slug, task_id)}.__contains__)
     except LanesError as exc:   # written here; the next push sends it
         pushed, message = False, exc.message
-    item = {"task_id": task_id, "path": where or None, "branch_kept": keep_branch, "pushed": pushed}
+    item = {"task_id": task_id, "path": where or None, "branch": lane.branch, "branch_kept": keep_branch,
+            "pushed": pushed}
     if message:
         item["message"] = message
     return {"released": [item]}

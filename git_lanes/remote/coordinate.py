@@ -28,7 +28,7 @@ from ..errors import LanesError, usage
 from ..ids import check_id
 from ..lanehost import remote_timeout, silence
 from ..model import TERMINAL
-from ..run import RunResult, _log_dir, summary_facts
+from ..run import RunResult, log_dir as run_log_dir, summary_facts
 from ..run.loop import Driver, Stop
 from ..run.prompts import default_correction, failing_checks
 from ..session import Session
@@ -214,8 +214,8 @@ def run_remote(s: Session, slug: str, *, remote: str, opts=None, confirm: Callab
             return RunResult(report, 1, f"batch_needs_human: batch {record.batch_id} needs a human decision "
                                         f"({record.reason}); run never resumes it: inspect 'git lanes status', "
                                         f"then 'git lanes resume {slug}' and run again",
-                             summary_facts(s, slug, report, None, _log_dir(s, record.batch_id)))
-    log_dir = _log_dir(s, record.batch_id)
+                             summary_facts(s, slug, report, None, run_log_dir(s, record.batch_id)))
+    log_dir = run_log_dir(s, record.batch_id)
     driver = Driver(s, slug, record, [], None, as_json, out, log_dir)
     coord = Coordinator(s, slug, remote, interval, driver)
     driver.progress.event(f"{how} batch {record.batch_id} (max parallel {record.max_parallel}); executors: "

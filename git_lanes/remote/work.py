@@ -175,14 +175,14 @@ class Worker:
         return rec
 
     def _new_batch(self, rec) -> None:
-        from ..run import _log_dir   # the same session logs as `run`
+        from ..run import log_dir   # the same session logs as `run`
 
         if self.sessions is not None:
             self.sessions.kill(signal.SIGTERM)
             self.sessions.wind_down()
         self.batch_id = rec.batch_id
         self.held.clear()
-        self.log_dir = _log_dir(self.s, rec.batch_id)
+        self.log_dir = log_dir(self.s, rec.batch_id)
         self.sessions = Sessions(slug=rec.slug, batch_id=rec.batch_id, argv=self.argv,
                                  local_vars=tuple(self.git.local_env_vars), log_dir=self.log_dir)
         self.sessions.interrupted = self.interrupted

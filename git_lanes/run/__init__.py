@@ -10,6 +10,7 @@ facts and the error, if any) goes back to the CLI, which prints it.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import threading
@@ -22,7 +23,7 @@ from ..gitio import BatchBranch
 from ..ids import check_id
 from ..session import Session
 from ..tick import status_report
-from ..workspace import repo_id
+from ..workspace import repo_id, setup_command
 from .loop import TERMINAL, Driver, Stop
 
 
@@ -39,27 +40,87 @@ def _passed(report: dict[str, Any]) -> bool:
     return report.get("batch_state") == "completed" and bool(fv) and bool(fv.get("passed"))
 
 
-def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver | None, log_dir: str) -> dict[str, Any]:
-    """The summary's facts: the stored reason, the per-child table, the batch branch's log."""
+def _failed_attempts(s: Session, slug: str, batch_id: str, task_id: str) -> int:
+    """Every failed attempt of the child's lane record in this batch (corrections reset `qa_failures`)."""
+    try:
+        lrec, _ = s.lanes.read(slug, task_id)
+    except LanesError:
+        return 0
+    if lrec is None or lrec.batch_id != batch_id:
+        return 0
+    return sum(1 for a in lrec.qa_attempts if not a.passed)
+
+
+def next_steps(s: Session, slug: str, record, executor: str = "...") -> list[str]:
+    """What to do next, as commands to paste (SPEC §13 v3): land a completed batch; look at and free
+    each parked child (resume it when Git can recover it, else restart it)."""
+    from ..report import land_command
+    from ..resume import recover
+
+    if record.batch_state == "completed":
+        return [f"land it on {record.base_branch or 'your branch'}: {land_command(record)}"]
+    steps = []
+    for child in record.children:
+        if child.state != "needs_human":
+            continue
+        found = recover(s, record, child)
+        task = shlex.quote(child.task_id)
+        look = f"git lanes show {task} --slug {shlex.quote(slug)}"
+        restart = "--restart " + task
+        if record.batch_state == "running":
+            free = f"git lanes resume {shlex.quote(slug)} " + (task if found.state else restart)
+        else:
+            free = f"git lanes resume {shlex.quote(slug)} " + ("" if found.state else restart + " ") + "--yes"
+        why = f" ({found.why})" if found.state is None else ""
+        steps.append(f"{child.task_id}: {look}; then {free}{why}")
+    if steps:
+        steps.append(f"then continue with: git lanes run {shlex.quote(slug)} --executor {executor}")
+    return steps
+
+
+def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver | None, logs: str,
+                  executor: str = "...") -> dict[str, Any]:
+    """The summary's facts: the stored reason, the per-child table, the batch branch's log, what next."""
     snap = s.batches.read(slug)
-    stored = snap.record.reason if snap is not None and snap.record.batch_id == report["batch_id"] else None
+    mine = snap is not None and snap.record.batch_id == report["batch_id"]
+    stored = snap.record.reason if mine else None
     track = driver.track if driver else {}
     rows = [(c["task_id"], c["state"], str(track[c["task_id"]].sessions if c["task_id"] in track else 0),
-             str(c.get("qa_failures", 0)), str(c.get("corrections", 0)), (c.get("commit") or "")[:12])
+             str(_failed_attempts(s, slug, report["batch_id"], c["task_id"])), str(c.get("corrections", 0)),
+             (c.get("commit") or "")[:12])
             for c in report["children"]]
     base = snap.record.base_head if snap is not None else None
     branch = BatchBranch(slug)
     log = None
     if s.git.refs.resolve(branch.ref) is not None:
         log = s.git.odb.log_oneline(f"{base}..{branch.name}" if base else branch.name).rstrip("\n")
+    steps = next_steps(s, slug, snap.record, executor) if mine else []
     return {"reason": stored or report.get("reason"), "rows": rows, "branch": branch.name, "base": base,
-            "log": log, "log_dir": log_dir}
+            "log": log, "log_dir": logs, "next": steps}
 
 
-def _log_dir(s: Session, batch_id: str) -> str:
-    from platformdirs import user_log_dir
+def log_dir(s: Session, batch_id: str) -> str:
+    """Where the session logs of a batch go: `lanes.logDir` (relative to the worktree top) or the user
+    log folder, then `<repo id>/<batch id>`."""
+    configured = s.git.config_get("lanes.logDir")
+    if configured:
+        base = os.path.join(s.git.toplevel or s.git.cwd, os.path.expanduser(configured))
+    else:
+        from platformdirs import user_log_dir
 
-    return os.path.join(user_log_dir("git-lanes", appauthor=False), repo_id(s), batch_id)
+        base = user_log_dir("git-lanes", appauthor=False)
+    return os.path.join(os.path.abspath(base), repo_id(s), batch_id)
+
+
+def _release_finished(s: Session, slug: str, say: Callable[[str], None]) -> None:
+    """The integrated lanes a batch that ended outside `run` still has (e.g. by `resume`'s tick) go: before a
+    new batch starts (they would be stale_lanes), and when `run` leaves a needs_human batch alone."""
+    from ..steward import release_integrated
+
+    handoffs = [h for h in status_report(s, slug)["handoffs"] if h.get("action") == "release"]
+    for item in release_integrated(s, slug, handoffs):
+        if not item.get("failed"):
+            say(f"{item['task_id']}: released its lane {item['path']} (integrated)")
 
 
 def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, opts=None,
@@ -75,30 +136,35 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
         # a bare name is looked up on PATH now; a path runs relative to the lane, so it is left to the lane
         if words and os.sep not in words[0] and shutil.which(words[0]) is None:
             raise usage(f"{option}: {words[0]}: command not found")
+    setup_command(s)   # shell syntax in lanes.setupCommand: a usage error before anything starts
     opts = opts or StartOptions()
     snap = s.batches.read(slug)
     if snap is None or snap.record.terminal:
+        if snap is not None:
+            _release_finished(s, slug, out if not as_json else s.warn)
         record = start(s, slug, opts, confirm or (lambda text: True))
         how = "started"
     else:
         record = snap.record
         how = "continuing"
         if record.batch_state == "needs_human":
+            _release_finished(s, slug, out if not as_json else s.warn)   # its way out too
             report = status_report(s, slug)
             return RunResult(report, 1, f"batch_needs_human: batch {record.batch_id} needs a human decision "
-                                        f"({record.reason}); run never resumes it: inspect 'git lanes status', "
-                                        f"then 'git lanes resume {slug}' and run again",
-                             summary_facts(s, slug, report, None, _log_dir(s, record.batch_id)))
+                                        f"({record.reason}); run never resumes it: see the commands above, "
+                                        f"then run again",
+                             summary_facts(s, slug, report, None, log_dir(s, record.batch_id),
+                                          shlex.quote(executor)))
         given = {"--max-parallel": (opts.max_parallel, record.max_parallel, 1),
                  "--qa-failure-limit": (opts.qa_failure_limit, record.budget.qa_failure_limit, 2)}
         for option, (value, recorded, default) in given.items():
             if value != default and value != recorded:
                 s.warn(f"batch {record.batch_id} runs with {option} {recorded} (fixed when it started); "
                        f"{option} {value} does not apply")
-    log_dir = _log_dir(s, record.batch_id)
-    driver = Driver(s, slug, record, argv, corrector_argv, as_json, out, log_dir)
+    logs = log_dir(s, record.batch_id)
+    driver = Driver(s, slug, record, argv, corrector_argv, as_json, out, logs)
     driver.progress.event(f"{how} batch {record.batch_id} (max parallel {record.max_parallel}); executor: {executor}")
-    driver.progress.event(f"session logs: {log_dir}/<task>-<n>.log")
+    driver.progress.event(f"session logs: {logs}/<task>-<n>.log")
     _drive(driver)
     interrupted = driver.interrupted.is_set()
     coord = driver.cs
@@ -106,16 +172,21 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
     # the last tick's report when it is the latest word (a batch that ended); else the stored record's
     ended = driver.report.get("batch_state") in TERMINAL + ("needs_human",)
     final = driver.report if ended and not interrupted and not driver.removed else status_report(coord, slug)
+    if final["batch_state"] in TERMINAL and not coord.git.config_bool("lanes.keepScratch", True):
+        from ..steward import drop_scratch_pool
+
+        for path in drop_scratch_pool(coord):
+            driver.progress.event(f"removed scratch worktree {path} (lanes.keepScratch is false)")
     driver.progress.close()
-    result = RunResult(final, 0, None, summary_facts(coord, slug, final, driver, log_dir))
+    result = RunResult(final, 0, None, summary_facts(coord, slug, final, driver, logs, shlex.quote(executor)))
     if interrupted:
-        result.exit_code, result.error = 130, (f"interrupted; the batch is left as it is: run 'git lanes run {slug} "
-                                              "--executor ...' again to continue")
+        result.exit_code, result.error = 130, (f"interrupted; the batch is left as it is: git lanes run {slug} "
+                                              f"--executor {shlex.quote(executor)} continues it")
     elif driver.stop_reason:
         result.exit_code, result.error = 1, driver.stop_reason
     elif final["batch_state"] == "needs_human":
-        result.exit_code, result.error = 1, (f"batch_needs_human: {final.get('reason')}; inspect 'git lanes status "
-                                             f"{slug}', then 'git lanes resume {slug}' and run again")
+        result.exit_code, result.error = 1, (f"batch_needs_human: {final.get('reason')}; a person decides (the "
+                                             "commands are above)")
     elif not _passed(final):
         result.exit_code = 1
         result.error = ("the final verification did not pass" if final["batch_state"] == "completed"
@@ -142,8 +213,7 @@ def _drive(driver: Driver) -> None:
                 driver.stop_reason = driver.stop_reason or str(stop)
         if driver.interrupted.is_set():
             driver.sessions.wind_down()
-        elif driver.report.get("batch_state") in TERMINAL:
-            driver.release_all()
+        driver.release_all()   # every way out (SPEC §13 v3): integrated lanes never stay behind
     except BaseException:
         driver.interrupted.set()
         driver.sessions.wind_down()

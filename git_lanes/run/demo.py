@@ -1,7 +1,7 @@
 """`git lanes demo [DIR]`: the whole product on a small embedded example (SPEC §13).
 
-It writes `textkit`, a tiny Python project whose tests are plain `unittest` (stdlib only, offline),
-and the initiative `textkit` of seven tasks: a dependency chain (tokens -> wordfreq -> summary ->
+Under DIR it writes `textkit/`, a tiny Python project whose tests are plain `unittest` (stdlib only,
+offline), and the initiative `textkit` of seven tasks: a dependency chain (tokens -> wordfreq -> summary ->
 cli-summary), two tasks sharing a scope (cli-slug and cli-summary both edit textkit/cli.py, so they
 never run at once and the later one starts from the earlier one's commit), and one task (wordfreq)
 whose first delivery fails its checks and is fixed after one coordinator correction. Then it runs
@@ -11,6 +11,9 @@ whose first delivery fails its checks and is fixed after one coordinator correct
 The scripted executor plays an agent: it reads GIT_LANES_TASK and writes that task's files in its
 lane, then exits (the driver runs `git lanes done` for it). For wordfreq it writes a version that
 breaks ties in the wrong order, unless its prompt (GIT_LANES_PROMPT) carries a correction.
+
+The lanes go to `DIR/lanes/` and the session logs to `DIR/logs/` (the project's `lanes.worktreeRoot` and
+`lanes.logDir`): nothing the demo makes lands outside DIR.
 """
 
 from __future__ import annotations
@@ -78,8 +81,9 @@ def executor_main() -> int:
     return execute(task, prompt)
 
 
-def build(root: str) -> None:
-    """The sample project and its initiative, committed in a new repository at `root`."""
+def build(root: str, config: dict[str, str] | None = None) -> None:
+    """The sample project and its initiative, committed in a new repository at `root` (with `config`
+    written to its local configuration)."""
     from ..gitio import Git, init_repository
 
     for rel, text in {**PROJECT, **initiative_files(_python())}.items():
@@ -90,6 +94,8 @@ def build(root: str) -> None:
     if git.ident_or_none("AUTHOR") is None or git.ident_or_none("COMMITTER") is None:
         git.config_write("user.name", "git-lanes demo")
         git.config_write("user.email", "demo@git-lanes.invalid")
+    for key, value in (config or {}).items():
+        git.config_write(key, value)
     git.work.commit_all(root, "textkit: the sample project and the initiative textkit")
 
 
@@ -108,29 +114,35 @@ def demo(directory: str | None, *, as_json: bool = False, out: Callable[[str], N
             out(text)
 
     if directory is None:
-        root = tempfile.mkdtemp(prefix="git-lanes-demo-")
+        home = tempfile.mkdtemp(prefix="git-lanes-demo-")
     else:
-        root = os.path.abspath(directory)
-        if os.path.exists(root) and (not os.path.isdir(root) or os.listdir(root)):
+        home = os.path.abspath(directory)
+        if os.path.exists(home) and (not os.path.isdir(home) or os.listdir(home)):
             raise usage(f"{directory}: exists and is not an empty directory")
-        os.makedirs(root, exist_ok=True)
-    root = os.path.realpath(root)
+        os.makedirs(home, exist_ok=True)
+    home = os.path.realpath(home)
+    # everything the demo makes stays under DIR (SPEC §13 v3): the project, its lanes, the session logs
+    root, lanes, logs = (os.path.join(home, name) for name in (SLUG, "lanes", "logs"))
+    os.makedirs(root)
     for var in local_env_vars():   # they would point the demo's Git calls at another repository
         if not var.startswith("GIT_CONFIG"):
             os.environ.pop(var, None)
-    note(f"git lanes demo: the sample project textkit is in {root}")
-    build(root)
+    note(f"git lanes demo: the sample project textkit is in {root}; its lanes go to {lanes}, the session "
+         f"logs to {logs}")
+    build(root, {"lanes.worktreeRoot": lanes, "lanes.logDir": logs})
     executor = f"{shlex.quote(sys.executable)} -m git_lanes.run.demo"
     opts = StartOptions(max_parallel=MAX_PARALLEL, qa_failure_limit=1, yes=True)
     note(f"running: git lanes run {SLUG} --executor '{executor}' --max-parallel {MAX_PARALLEL} "
          "--qa-failure-limit 1 --yes")
     result = run(Session(cwd=root), SLUG, executor=executor, opts=opts, confirm=lambda text: True,
                  as_json=as_json, out=out)
-    result.summary["after"] = (f"The demo project is in {root}: try 'git -C {shlex.quote(root)} log --oneline "
-                               f"imm/{SLUG}', 'git -C {shlex.quote(root)} lanes status {SLUG}' or "
-                               f"'git -C {shlex.quote(root)} log --notes=lanes/evidence -1 imm/{SLUG}'.")
+    if os.path.isdir(lanes) and not os.listdir(lanes):
+        os.rmdir(lanes)   # every lane was released
+    where = shlex.quote(root)
+    result.summary["after"] = (f"The demo project is in {root}: try 'git -C {where} log --oneline "
+                               f"imm/{SLUG}', 'git -C {where} lanes status {SLUG}' or "
+                               f"'git -C {where} log --notes=lanes/evidence -1 imm/{SLUG}'.")
     return result
-
 
 if __name__ == "__main__":
     sys.exit(executor_main())

@@ -15,12 +15,11 @@ from typing import Any, Callable
 from ..decisions.admission import MAX_OFFERS
 from ..decisions.instruction import MAX_TEXT, InstructionRequest
 from ..errors import LanesError
-from ..gitio import LaneBranch
 from ..procs import run as run_process
 from ..session import Session
 from ..tick import Request, run_tick
-from ..workspace import create_lane, default_lane_path
 from .progress import Progress, Track, child_rows
+from .provisions import PROVISION_TRIES, Provisioning, Stop
 from .prompts import default_correction, failing_checks, failure_text
 from .sessions import Sess, Sessions
 from .spares import Spares
@@ -28,15 +27,10 @@ from .spares import Spares
 CORRECTOR_TIMEOUT = 600.0
 EMPTY_SESSIONS = 2     # sessions in a row without a delivery before the driver gives the lane up
 STALLS = 3             # rounds in a row with nothing running and nothing startable before giving up
-PROVISION_TRIES = 3    # failed provisions of one lane before the driver leaves it to a person
 TERMINAL = ("completed", "failed", "budget_stopped", "superseded")
 
 
-class Stop(Exception):
-    """The driver cannot go on (the batch stays as it is, resumable)."""
-
-
-class Driver:
+class Driver(Provisioning):
     def __init__(self, s: Session, slug: str, record, argv: list[str], corrector: list[str] | None,
                  as_json: bool, out: Callable[[str], None], log_dir: str) -> None:
         self.slug = slug
@@ -61,6 +55,7 @@ class Driver:
         self.report: dict[str, Any] = {}
         self.prev: dict[str, dict[str, Any]] = {}
         self.stop_reason: str | None = None
+        self.tasks = [c.task_id for c in record.children]
 
     @property
     def interrupted(self):
@@ -74,6 +69,10 @@ class Driver:
     def tick(self, request: Request | None = None, spares: bool = False) -> dict[str, Any]:
         """One tick; with `spares`, the spare lanes are offered too (admitted when a slot is free)."""
         request = request or Request(actor="run")
+        if request.only is None:
+            # a lane whose session has not been seen to end is not observed yet: its `ended` line comes
+            # before its `integrated` line (SPEC §13 v3), and its `done` is never raced
+            request.only = set(self.tasks) - set(self.sessions.active)
         offered: dict[str, str] = {}
         if spares and self.spares.lanes:
             named = {task for task, _ in request.offers}
@@ -172,12 +171,14 @@ class Driver:
     def _stuck_reason(self, report: dict[str, Any]) -> str:
         reviews = [c["task_id"] for c in report["children"] if c.get("next_obligation") == "review"]
         if reviews:
-            return ("waiting for a review verdict on " + ", ".join(reviews) + "; give it with 'git lanes review "
-                    "<task> --approve|--reject', then run again")
+            return ("waiting for a review verdict on " + ", ".join(reviews) + "; give it with "
+                    + "; ".join(f"git lanes review {t} --slug {self.slug} --approve (or --reject -m '…')"
+                                for t in reviews) + ", then run again")
         failed = [t for t, tr in self.track.items() if tr.provision_failures]
         if failed:
-            return "could not provision a lane for " + ", ".join(sorted(failed)) + "; see 'git lanes status'"
-        return "nothing is running and nothing can start; see 'git lanes status'"
+            return ("could not provision a lane for " + ", ".join(sorted(failed))
+                    + f"; see the lines above and git lanes status {self.slug}")
+        return f"nothing is running and nothing can start; see git lanes status {self.slug}"
 
     def act(self, report: dict[str, Any]) -> dict[str, Any]:
         """Corrections, provisions and sessions the report's handoffs call for."""
@@ -256,58 +257,6 @@ class Driver:
                 self.progress.event(f"{sess.task_id}: session {sess.n} ended ({took:.1f} s): {sess.outcome}")
         return any_ended
 
-    # -- provisioning ----------------------------------------------------------------------------------
-
-    def provision(self, handoffs: list[dict[str, Any]]) -> dict[str, Any]:
-        """Create every lane the handoffs name, then offer them all in one tick."""
-        s = self.cs
-        offers = []
-        for h in handoffs[:MAX_OFFERS]:
-            task = h["task_id"]
-            spare = self.spares.take(task)
-            if spare is not None:
-                offers.append((task, spare))
-                continue
-            try:
-                path = create_lane(s, self.slug, task, h["base_head"], self.batch_id)
-            except LanesError as exc:
-                path = self._existing_lane(s, task) if exc.code == "batch_lane_branch_exists" else None
-                if path is None:
-                    self.track_of(task).provision_failures += 1
-                    self.progress.event(f"{task}: cannot provision: {exc.message}")
-                    continue
-            offers.append((task, path))
-        if not offers:
-            return self.report
-        # only=set(): this tick admits, it observes no lane (the ticks after the sessions do that)
-        report = self.tick(Request(offers=offers, only=set(), actor="run"), spares=True)
-        enrolled = {c["task_id"] for c in report["children"] if c["state"] != "pending"}
-        refusals = {r["task_id"]: r["reason"] for r in report.get("lane_refusals", [])}
-        for task, path in offers:
-            if task in enrolled:
-                self.progress.event(f"{task}: lane {path}")
-            elif refusals.get(task) == "batch_lane_unknown_child":
-                self.spares.keep(task, path)      # its slot went to another child meanwhile: keep it
-            else:                                  # refused: never admitted, so it holds no work
-                self.track_of(task).provision_failures += 1
-                self.spares.keep(task, path)
-                self.spares.drop(task)
-                self.spares.never.discard(task)
-        return report
-
-    def _existing_lane(self, s: Session, task: str) -> str | None:
-        """A lane branch left by an interrupted provision: its worktree (added if missing), to offer."""
-        branch = LaneBranch(self.slug, task)
-        wt = s.worktrees().on(branch.ref)
-        if wt is not None:
-            return wt.path
-        path = default_lane_path(s, self.slug, task)
-        if os.path.exists(path) and os.listdir(path):
-            return None
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        s.git.work.add(path, branch.name)
-        return path
-
     # -- corrections ------------------------------------------------------------------------------------
 
     def correct(self, handoff: dict[str, Any]) -> dict[str, Any]:
@@ -362,13 +311,24 @@ class Driver:
         self.removed = True
 
     def release_all(self) -> None:
-        """Remove every lane the last report says to release, then tick once to record it."""
-        handoffs = [h for h in self.report.get("handoffs", []) if h.get("action") == "release"]
+        """On the way out, whatever the batch's state: remove every lane whose child is integrated (and
+        clean, on its branch, its commit on the batch branch), recorded `released` in one write."""
+        from ..steward import release_integrated
+        from ..tick import status_report
+
         self.releases = []
-        for h in handoffs:
-            self.release(h)
-        if self.removed:
-            self.tick()
+        try:
+            handoffs = [h for h in status_report(self.cs, self.slug).get("handoffs", [])
+                        if h.get("action") == "release" and h["task_id"] not in self.sessions.active]
+            for item in release_integrated(self.cs, self.slug, handoffs):
+                if item.get("failed"):
+                    self.progress.event(f"{item['task_id']}: lane not released: {item['reason']}")
+                else:
+                    self.progress.event(f"{item['task_id']}: lane released")
+                    self.prev.setdefault(item["task_id"], {})["state"] = "released"
+                self.removed = True
+        except LanesError as exc:
+            self.progress.event(f"could not release the integrated lanes: {exc.message}")
 
     def on_sigint(self, signum, frame) -> None:
         if self.interrupted.is_set():

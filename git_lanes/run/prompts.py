@@ -37,6 +37,12 @@ def failure_text(failed: list[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
+def _quoted(tail: str, texts: list[str]) -> bool:
+    """Does one of `texts` already quote this output (its last lines, as a correction keeps them)?"""
+    last = [line.strip() for line in tail.splitlines() if line.strip()][-3:]
+    return bool(last) and any(all(line in text for line in last) for text in texts)
+
+
 def build_prompt(info: dict[str, Any], failed: list[dict[str, Any]]) -> str:
     """`GIT_LANES_PROMPT`: goal, scope, acceptance with checks, the last failure, unread texts."""
     lines = [f"Task {info['task_id']} of the initiative {info['slug']} (batch {info['batch_id']}).", "",
@@ -47,9 +53,13 @@ def build_prompt(info: dict[str, Any], failed: list[dict[str, Any]]) -> str:
         lines += [f"  [{a['id']}] {a['text']}", f"      check: {a['check']}"]
     if failed:
         lines += ["", "The last attempt failed. Failing checks:"]
+        unread = [item["text"] for item in info.get("unread") or []]
         for r in failed:
             lines.append(f"  [{r['id']}] {r['command']} ({_outcome(r)})")
-            lines += ["    " + line for line in r["output_tail"].rstrip().splitlines()]
+            if _quoted(r["output_tail"], unread):   # each failure quoted once (SPEC §13 v3)
+                lines.append("    (its output is quoted in the correction below)")
+            else:
+                lines += ["    " + line for line in r["output_tail"].rstrip().splitlines()]
     if info.get("unread"):
         lines += ["", "Unread instructions and corrections (oldest first):"]
         for item in info["unread"]:

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from ..checks import child_env
+from ..checks import child_env, failure_line, status_text
 from ..errors import LanesError
 from ..procs import Group
 from ..session import Session
@@ -45,6 +45,28 @@ class Sess:
     outcome: str = ""          # what happened once it ended (shown, and used to decide what next)
     delivered: bool = False    # an attempt (or a give-up) exists that this session or its `done` made
     thread: threading.Thread | None = None
+
+
+def verdict(passed: bool, results: list[dict], note: str | None) -> str:
+    """`passed`, or why an attempt failed: `failed A2 (exit 1): <last output line>[; …]`, or the note."""
+    if passed:
+        return "passed"
+    failing = [failure_line(r) for r in results if not r["passed"]]
+    return "failed " + "; ".join(([note] if note else []) + failing)
+
+
+def _log_done(path: str, doc: dict) -> None:
+    """Append the `done` the driver ran to the session's log: each check's command, status and output."""
+    lines = ["", "--- git lanes done (run by git lanes run after the executor exited) ---"]
+    for r in doc["results"]:
+        lines.append(f"[{r['id']}] {r['command']}: {'passed' if r['passed'] else 'FAILED'} "
+                     f"({status_text(r)}, {r['duration_ms'] / 1000:.1f} s)")
+        lines += ["    " + line for line in r["output_tail"].rstrip().splitlines()]
+    if doc.get("note"):
+        lines.append(doc["note"])
+    lines.append(f"{doc['task_id']}: {'passed' if doc['passed'] else 'failed'} (tree {doc['tree'][:12]})")
+    with open(path, "a", encoding="utf-8", errors="replace") as log:
+        log.write("\n".join(lines) + "\n")
 
 
 class Sessions:
@@ -120,7 +142,6 @@ class Sessions:
             with self.lock:
                 sess.exit_code = sess.group.reap()   # whatever the executor left running in its group goes
                 sess.reaped = True
-            sess.ended = time.monotonic()
             if self.interrupted.is_set():
                 sess.outcome = "interrupted"
                 return
@@ -149,7 +170,8 @@ class Sessions:
                 return "gave up"
             if len(lrec.qa_attempts) > before[0]:
                 sess.delivered = True
-                return "ran done: " + ("passed" if lrec.qa_attempts[-1].passed else "failed")
+                last = lrec.qa_attempts[-1]
+                return "ran done: " + verdict(last.passed, [r.model_dump() for r in last.results], last.note)
         if child.correction_due:
             return "waits for a correction"
         try:
@@ -161,7 +183,8 @@ class Sessions:
                 return "delivered nothing"
             raise
         sess.delivered = True
-        return "done: " + ("passed" if doc["passed"] else "failed")
+        _log_done(sess.log_path, doc)
+        return "done: " + verdict(doc["passed"], doc["results"], doc.get("note"))
 
     # -- waiting ----------------------------------------------------------------------------------------
 

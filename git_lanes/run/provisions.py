@@ -1,0 +1,117 @@
+"""Provisioning for `git lanes run` (SPEC §6, §13 v3): lanes made for the provision handoffs and offered in
+one tick; the old lane of a restarted child released first (its work kept), a never-admitted lane left by an
+interrupted run replaced by a fresh one (so `lanes.copy` and `lanes.setupCommand` always run); a setup that
+fails three times in a row for one child stops the run with its text.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..decisions.admission import MAX_OFFERS
+from ..errors import LanesError
+from ..gitio import BatchBranch, LaneBranch
+from ..session import Session
+from ..tick import Request
+from ..workspace import create_lane
+
+if TYPE_CHECKING:
+    from .progress import Progress
+    from .spares import Spares
+
+PROVISION_TRIES = 3    # failed provisions of one lane in a row before the driver leaves it to a person
+
+
+class Stop(Exception):
+    """The driver cannot go on (the batch stays as it is, resumable)."""
+
+
+class Provisioning:
+    """The provisioning part of the driver (`Driver` mixes it in)."""
+
+    slug: str
+    batch_id: str
+    cs: Session
+    report: dict[str, Any]
+    spares: "Spares"
+    progress: "Progress"
+
+    def provision(self, handoffs: list[dict[str, Any]]) -> dict[str, Any]:
+        """Create every lane the handoffs name, then offer them all in one tick."""
+        s = self.cs
+        offers = []
+        for h in handoffs[:MAX_OFFERS]:
+            task = h["task_id"]
+            spare = self.spares.take(task)
+            if spare is not None:
+                offers.append((task, spare))
+                continue
+            path = self._create(s, task, h["base_head"])
+            if path is not None:
+                offers.append((task, path))
+        if not offers:
+            return self.report
+        # only=set(): this tick admits, it observes no lane (the ticks after the sessions do that)
+        report = self.tick(Request(offers=offers, only=set(), actor="run"), spares=True)
+        enrolled = {c["task_id"] for c in report["children"] if c["state"] != "pending"}
+        refusals = {r["task_id"]: r["reason"] for r in report.get("lane_refusals", [])}
+        for task, path in offers:
+            if task in enrolled:
+                self.track_of(task).provision_failures = 0
+                self.progress.event(f"{task}: lane {path}")
+            elif refusals.get(task) == "batch_lane_unknown_child":
+                self.spares.keep(task, path)      # its slot went to another child meanwhile: keep it
+            else:                                  # refused: never admitted, so it holds no work
+                self.track_of(task).provision_failures += 1
+                self.spares.keep(task, path)
+                self.spares.drop(task)
+                self.spares.never.discard(task)
+        return report
+
+    def _create(self, s: Session, task: str, base: str) -> str | None:
+        """A fresh lane for `task` (the old lane of a restarted child released first, without loss);
+        None when it cannot be made (counted; the third setup failure in a row stops the run)."""
+        from ..steward import release_restarted
+
+        for attempt in (1, 2):
+            try:
+                return create_lane(s, self.slug, task, base, self.batch_id, coordinator=s.git.toplevel)
+            except LanesError as exc:
+                if exc.code == "batch_lane_branch_exists" and attempt == 1:
+                    try:
+                        old = release_restarted(s, self.slug, task) or self._drop_unused_lane(s, task)
+                    except LanesError as again:
+                        exc = again
+                    else:
+                        if old is not None:
+                            kept = f"; its uncommitted work is kept in {old['snapshot'][:12]}" \
+                                if old.get("snapshot") else ""
+                            self.progress.event(f"{task}: removed the old lane {old['path'] or old['branch']}{kept}")
+                            continue
+                tr = self.track_of(task)
+                tr.provision_failures += 1
+                self.progress.event(f"{task}: cannot provision: {exc.message}")
+                if exc.code == "batch_lane_setup_failed" and tr.provision_failures >= PROVISION_TRIES:
+                    raise Stop(f"{exc.message} (lanes.setupCommand failed {tr.provision_failures} times in a row in "
+                               f"a new lane of {task}; {task} stays pending: fix the setup and run again)")
+                return None
+        return None
+
+    def _drop_unused_lane(self, s: Session, task: str) -> dict[str, Any] | None:
+        """A lane branch left by a provision that was never admitted (an interrupted run): when it holds no
+        work (its tip on the batch branch, its worktree clean) it goes, so the lane is made afresh (copy,
+        setup); else None (a person decides)."""
+        from ..lanehost import LocalLanes
+        from ..workspace import remove_lane
+
+        branch = LaneBranch(self.slug, task)
+        tip = s.git.refs.resolve(branch.ref)
+        head = s.git.refs.resolve(BatchBranch(self.slug).ref)
+        if tip is None or head is None or not s.git.odb.is_ancestor(tip, head):
+            return None
+        wt = s.worktrees(refresh=True).on(branch.ref)
+        if wt is not None and os.path.isdir(wt.path) and not LocalLanes(s).clean(wt.path):
+            return None
+        remove_lane(s, wt.path if wt is not None else "", branch.name)
+        return {"path": wt.path if wt is not None else "", "branch": branch.name}

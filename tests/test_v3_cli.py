@@ -1,0 +1,109 @@
+"""The command line after issue 14 (SPEC §6 v3), through the installed `git lanes`: usage errors, --json for
+contracts and schema, audit's error line, plan's conflicts once, show as a person reads it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from flow import done, exists, intent, ok, provision, start, write_plan
+from helpers import snapshot_state
+
+
+def simple(task: str, scope: list[str] | None = None) -> str:
+    return intent(task, scope=scope or [f"src/{task}"], acceptance=[("A1", "out", exists(f"src/{task}/out.txt"))])
+
+
+def gl(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "lanes", *args], cwd=cwd, capture_output=True, text=True, input="")
+
+
+@pytest.fixture
+def running(repo: Path) -> Path:
+    write_plan(repo, "demo", {"a": intent("a", scope=["src/a"], extra=["review = true"]), "b": simple("b")})
+    start(repo, "demo", "--max-parallel", "2")
+    return repo
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("review", "a", "--approve", "--reject"), "--approve and --reject are mutually exclusive"),
+    (("aliases", "--install", "--uninstall"), "--install and --uninstall are mutually exclusive"),
+    (("integrate", "demo", "zz"), "not a child of batch"),
+    (("log", "nosuch"), "no batch for nosuch"),
+    (("status", "nosuch"), "no batch for nosuch"),
+    (("audit", "nosuch"), "no batch and no lane branch for nosuch"),
+    (("resume", "demo", "zz"), "zz is not a child"),
+    (("show", "zz", "--slug", "demo"), "zz is not a child"),
+])
+def test_usage_errors_exit_2_and_write_nothing(running, args, needle):
+    before = snapshot_state(running)
+    config = git(running, "config", "--list", "--local")
+    proc = gl(running, *args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "" and needle in proc.stderr
+    assert snapshot_state(running) == before and git(running, "config", "--list", "--local") == config
+
+
+def test_contracts_and_schema_take_json(repo):
+    for args in (("contracts",), ("contracts", "--json")):
+        proc = gl(repo, *args)
+        assert proc.returncode == 0 and json.loads(proc.stdout)["contract"] == "git_lanes/contracts/v1"
+    proc = gl(repo, "schema", "batch_record", "--json")
+    schema = json.loads(proc.stdout)
+    assert proc.returncode == 0 and "base_branch" in schema["properties"]
+    child = schema["$defs"]["Child"]["properties"]
+    assert "resumed_at" in child and "gate_results" in child
+
+
+def test_audit_findings_end_with_an_error_line(running):
+    git(running, "branch", "imm-lane/demo/ghost")
+    proc = gl(running, "audit")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "error: audit_findings: 1 finding(s)"
+    assert proc.stdout.startswith("unknown_lane_branch: imm-lane/demo/ghost")
+    proc = gl(running, "audit", "--json")
+    assert proc.returncode == 1 and len(json.loads(proc.stdout)["findings"]) == 1
+    assert "error: audit_findings: 1 finding(s)" in proc.stderr
+
+
+def test_plan_lists_each_conflict_once(repo):
+    write_plan(repo, "demo", {"a": simple("a", ["src/shared"]), "b": simple("b", ["src/shared/x.py"]),
+                              "c": simple("c", ["src/shared/y.py"]), "d": simple("d")})
+    proc = gl(repo, "plan", "demo")
+    conflicts = [line for line in proc.stdout.splitlines() if line.startswith("conflict:")]
+    assert conflicts == ["conflict: a overlaps b, c"]
+    doc = json.loads(gl(repo, "plan", "demo", "--json").stdout)     # the JSON keeps both directions (§3)
+    assert [c["task_id"] for c in doc["scope_conflicts"]] == ["a", "b", "c"]
+
+
+def test_show_prints_values_a_person_reads_and_the_gate_results(running):
+    from git_lanes.model import CheckResultModel
+    from git_lanes.session import Session
+
+    lane = provision(running, "b")
+    assert done(lane, {"src/b/wrong.txt": "x\n"})["passed"] is False
+    ok(running, "tick")
+    proc = gl(running, "show", "b", "--slug", "demo")
+    assert proc.returncode == 0
+    text = proc.stdout
+    for reprs in ("None", "{'", '{"', "[]", "True", "False"):
+        assert reprs not in text, (reprs, text)
+    assert text.startswith("b: enrolled (batch demo-")
+    assert f"lane: {lane}" in text and "branch imm-lane/demo/b" in text
+    assert "failed, tree" in text and "A1 (exit 1)" in text
+    # a child parked by the gate keeps the failing rerun results in its record; show prints them
+    s = Session(cwd=str(running))
+    with s.transaction("demo", "test") as tx:
+        tx.record.child("b").gate_results = [CheckResultModel(
+            id="b:A1", command="python3 -m pytest", exit_code=1, signal=None, passed=False, duration_ms=5,
+            output_tail="collected 3 items\nE   assert 'x' == 'y'\n1 failed\n")]
+        tx.write("test: gate results")
+    text = gl(running, "show", "b", "--slug", "demo").stdout
+    assert "failed on the integration candidate:" in text
+    assert "FAIL b:A1: python3 -m pytest" in text and "E   assert 'x' == 'y'" in text
+    shown = json.loads(gl(running, "show", "b", "--slug", "demo", "--json").stdout)
+    assert shown["child"]["gate_results"][0]["id"] == "b:A1"

@@ -1,0 +1,227 @@
+"""`git lanes run` after issue 14 (SPEC §13 v3), end to end through real processes: why a session failed,
+session time with its `done`, the summary's failed attempts, the next step, releases on every way out,
+lanes.logDir, causal progress, each failure quoted once, a failing setup, a restarted lane."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import git
+from helpers import write_initiative
+from test_driver import EXECUTOR, make_repo, run, run_cmd, status
+
+CHECK = ("python3 -c \"import pathlib,sys,time; time.sleep(0.6); t=pathlib.Path('src/{t}.txt'); "
+         "ok=t.exists() and t.read_text().startswith('right'); print('checking {t}'); "
+         "print('ok' if ok else 'expected right, got ' + (t.read_text().strip() if t.exists() else 'nothing')); "
+         "sys.exit(0 if ok else 1)\"")
+
+
+def executor(tmp_path: Path) -> str:
+    script = tmp_path / "executor.py"
+    script.write_text(EXECUTOR)
+    return f"{sys.executable} {script}"
+
+
+def repo_with(root: Path, tasks: list[str], blocked: dict[str, list[str]] | None = None) -> Path:
+    root.mkdir()
+    git(root, "init", "-q")
+    (root / "README").write_text("run tests\n")
+    write_initiative(root, "drv", [{"id": t, "scope": [f"src/{t}.txt"], "check": CHECK.format(t=t),
+                                    "blocked_by": (blocked or {}).get(t, [])} for t in tasks])
+    return root
+
+
+def table(stdout: str) -> dict[str, list[str]]:
+    """The summary table: {task: [state, sessions, failed attempts, corrections, commit]}."""
+    lines = stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("task ") and "failed attempts" in line)
+    assert re.split(r"\s{2,}", lines[head].strip()) == ["task", "state", "sessions", "failed attempts",
+                                                         "corrections", "commit"]
+    rows = {}
+    for line in lines[head + 1:]:
+        if not line.strip():
+            break
+        cells = line.split()
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_a_failure_and_its_correction_as_a_user_sees_them(tmp_path, hermetic):
+    root = repo_with(tmp_path / "repo", ["solo", "other"])
+    logs = tmp_path / "logs"
+    git(root, "config", "lanes.logDir", str(logs))
+    git(root, "config", "lanes.keepScratch", "false")
+    prompts = tmp_path / "prompts"
+    proc = run(root, "drv", executor(tmp_path), "--qa-failure-limit", "1", "--max-parallel", "2",
+               env={"EXEC_FAIL_FIRST": "solo", "EXEC_PROMPTS": str(prompts)})
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    # the session line says why it failed: the check id, its exit status, its last output line
+    assert re.search(r"solo: session 1 ended \(exit code 0, [\d.]+ s\): done: failed A1 \(exit 1\): "
+                     r"expected right, got wrong\n", out), out
+    # its time covers the executor (0.1 s) and its done (a 0.6 s check)
+    took = float(re.search(r"solo: session 1 ended \(exit code 0, ([\d.]+) s\)", out).group(1))
+    assert took >= 0.6
+    # causal order: a session ends before its task integrates
+    for task, last in (("solo", 2), ("other", 1)):
+        assert out.index(f"{task}: session {last} ended") < out.index(f"{task}: integrated")
+    # the summary: every failed attempt (a correction reset the counter), the corrections
+    rows = table(out)
+    assert rows["solo"][:4] == ["released", "2", "1", "1"]
+    assert rows["other"][:4] == ["released", "1", "0", "0"]
+    # the prompt of the rework session quotes the failure once (the correction quotes it)
+    second = (prompts / "solo-2.txt").read_text()
+    assert second.count("expected right, got wrong") == 1 and "--- correction" in second
+    # the next step lands the batch, and pasting it works
+    step = next(line for line in out.splitlines() if "git merge --ff-only imm/drv" in line)
+    assert step.strip() == "land it on main: git switch main && git merge --ff-only imm/drv"
+    for command in step.split(": ", 1)[1].split(" && "):
+        git(root, *command.split()[1:])
+    assert git(root, "rev-parse", "main") == git(root, "rev-parse", "imm/drv")
+    # session logs under lanes.logDir: the executor's output, then its done with each check
+    (log,) = logs.rglob("solo-1.log")
+    text = log.read_text()
+    assert text.index("executor for solo") < text.index("--- git lanes done")
+    assert "[A1] python3 -c" in text and "FAILED (exit 1" in text and "expected right, got wrong" in text
+    assert not (hermetic / ".local" / "state" / "git-lanes").exists()
+    # nothing left behind: no lane worktree, no lane folder
+    assert git(root, "for-each-ref", "refs/heads/imm-lane/").strip() == ""
+    assert git(root, "worktree", "list", "--porcelain").count("worktree ") == 1   # keepScratch false: no scratch
+    assert not (hermetic / ".local" / "share" / "git-lanes").exists()
+
+
+def test_needs_human_releases_the_integrated_lanes_and_names_the_commands(tmp_path, hermetic):
+    root = make_repo(tmp_path / "repo", ["ok", "stuck", "after"], blocked={"after": ["stuck"]})
+    proc = run(root, "drv", executor(tmp_path), "--max-parallel", "2", env={"EXEC_GIVE_UP": "stuck"})
+    assert proc.returncode == 1
+    assert "error: batch_needs_human: " in proc.stderr
+    report = status(root, "drv")
+    states = {c["task_id"]: c["state"] for c in report["children"]}
+    assert states == {"ok": "released", "stuck": "needs_human", "after": "skipped_blocked"}
+    ok_lane = hermetic / ".local" / "share" / "git-lanes"
+    assert not list(ok_lane.rglob("drv/ok"))                         # its folder is gone
+    assert list(ok_lane.rglob("drv/stuck"))                          # the parked lane keeps its work
+    lines = proc.stdout.splitlines()
+    step = next(line.strip() for line in lines if line.strip().startswith("stuck: git lanes show"))
+    assert step.startswith("stuck: git lanes show stuck --slug drv; then git lanes resume drv --yes")
+    shown = subprocess.run(["git", "lanes", "show", "stuck", "--slug", "drv"], cwd=root, capture_output=True,
+                           text=True)
+    assert shown.returncode == 0 and "gave up" in shown.stdout and "None" not in shown.stdout
+    assert "{" not in shown.stdout                                   # values a person reads, no reprs
+
+
+def test_ctrl_c_releases_the_integrated_lanes_and_says_how_to_go_on(tmp_path):
+    tasks = [f"t{i}" for i in range(6)]
+    root = make_repo(tmp_path / "repo", tasks)
+    exe = executor(tmp_path)
+    proc = subprocess.Popen(run_cmd("drv", exe, "--max-parallel", "2"), cwd=root, text=True,
+                            env={**os.environ, "EXEC_SLEEP": "0.4"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        count = subprocess.run(["git", "rev-list", "--count", "main..imm/drv"], cwd=root, capture_output=True,
+                               text=True)
+        if count.returncode == 0 and int(count.stdout.strip() or 0) >= 2:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert f"git lanes run drv --executor '{exe}' continues it" in err or f"--executor {exe}" in err
+    report = status(root, "drv")
+    landed = [c for c in report["children"] if c["commit"]]
+    assert len(landed) >= 2
+    assert all(c["state"] == "released" for c in landed), report["children"]
+    branches = git(root, "for-each-ref", "--format=%(refname:lstrip=4)", "refs/heads/imm-lane/drv/").split()
+    assert not set(branches) & {c["task_id"] for c in landed}
+
+
+SETUP = """import os, sys
+with open(os.environ["SETUP_TRACE"], "a") as f:
+    f.write(os.getcwd() + "\\n")
+if os.environ.get("SETUP_FAIL"):
+    print("npm ERR! code ENOLOCK", file=sys.stderr)
+    sys.exit(1)
+open(".setup-done", "w").write("ok")
+"""
+
+
+def setup_repo(tmp_path: Path, tasks: list[str]) -> tuple[Path, Path]:
+    root = make_repo(tmp_path / "repo", tasks)
+    (root / ".gitignore").write_text(".setup-done\n")
+    git(root, "add", ".gitignore")
+    git(root, "commit", "-q", "-m", "ignore the setup's marker")
+    script = tmp_path / "setup.py"
+    script.write_text(SETUP)
+    git(root, "config", "lanes.setupCommand", f"{sys.executable} {script}")
+    return root, tmp_path / "setup-trace.txt"
+
+
+def test_a_setup_that_fails_three_times_stops_the_run_and_the_child_stays_pending(tmp_path):
+    root, trace = setup_repo(tmp_path, ["only"])
+    proc = run(root, "drv", executor(tmp_path), env={"SETUP_TRACE": str(trace), "SETUP_FAIL": "1"})
+    assert proc.returncode == 1
+    assert "error: batch_lane_setup_failed: exit 1: npm ERR! code ENOLOCK" in proc.stderr
+    assert len(trace.read_text().splitlines()) == 3
+    report = status(root, "drv")
+    assert report["batch_state"] == "running" and report["children"][0]["state"] == "pending"
+    assert git(root, "for-each-ref", "refs/heads/imm-lane/").strip() == ""
+    # fixed, the next run goes on
+    again = run(root, "drv", executor(tmp_path), env={"SETUP_TRACE": str(trace)})
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_a_restarted_lane_is_released_without_loss_and_provisioned_afresh(tmp_path):
+    root, trace = setup_repo(tmp_path, ["stuck"])
+    env = {"SETUP_TRACE": str(trace)}
+    first = run(root, "drv", executor(tmp_path), env={**env, "EXEC_GIVE_UP": "stuck"})
+    assert first.returncode == 1
+    old = Path(status(root, "drv")["children"][0]["lane"]["path"])
+    (old / "src").mkdir(exist_ok=True)
+    (old / "src" / "wip.txt").write_text("half of it\n")              # uncommitted work in the old lane
+    resumed = subprocess.run(["git", "lanes", "resume", "drv", "--restart", "stuck", "--yes", "--json"], cwd=root,
+                             capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert git(root, "for-each-ref", "refs/notes/lanes/lane/").strip() == ""   # its record's ref went
+    again = run(root, "drv", executor(tmp_path), env=env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "stuck: removed the old lane" in again.stdout and "uncommitted work is kept in" in again.stdout
+    lanes_set_up = [p for p in trace.read_text().splitlines() if "/lanes/scratch/" not in p]
+    assert len(lanes_set_up) == 2                                    # set up again: a fresh lane
+    report = status(root, "drv")
+    child = report["children"][0]
+    assert child["state"] == "released" and child["corrections"] == 0
+    # the old lane's work and record are reachable from the batch record
+    state = "refs/notes/lanes/batch/drv"
+    archived = [git(root, "show", f"{state}:{p}") for p in
+                git(root, "ls-tree", "-r", "--name-only", state, "archived_lanes").split()]
+    tips = [line.split('"tip":"')[1][:40] for line in archived]
+    assert any("half of it" in git(root, "show", f"{t}:src/wip.txt") for t in tips
+               if "src/wip.txt" in git(root, "ls-tree", "-r", "--name-only", t))
+    for t in tips:
+        assert subprocess.run(["git", "merge-base", "--is-ancestor", t, state], cwd=root).returncode == 0
+    # the new lane's record started at revision 1
+    lane_ref = "refs/notes/lanes/lane/drv/stuck"
+    revisions = git(root, "rev-list", "--first-parent", "--count", lane_ref).strip()
+    assert f'"record_revision":{revisions}' in git(root, "show", f"{lane_ref}:lane.json")
+
+
+def test_run_after_a_batch_that_ended_elsewhere_releases_its_lanes_first(repo):
+    from flow import done, exists, intent, ok, provision, start, write_plan
+
+    write_plan(repo, "demo", {"a": intent("a", scope=["src/a"], acceptance=[("A1", "x", exists("src/a/out.txt"))])})
+    start(repo, "demo")
+    lane = provision(repo, "a")
+    assert done(lane, {"src/a/out.txt": "a\n"})["passed"] is True
+    assert ok(repo, "tick")["batch_state"] == "completed"          # ended by a tick: its lane is still there
+    proc = subprocess.run(["git", "lanes", "run", "demo", "--executor", "true", "--yes"], cwd=repo,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr           # not stale_lanes
+    assert f"a: released its lane {lane} (integrated)" in proc.stdout
+    assert not lane.exists() and git(repo, "for-each-ref", "refs/heads/imm-lane/").strip() == ""

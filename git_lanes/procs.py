@@ -32,6 +32,9 @@ class Finished:
     stderr: bytes = b""     # when asked for separately
 
 
+_LIVE: set["Group"] = set()    # the groups of this process not reaped yet (`kill_all`)
+
+
 class Group:
     """One command in its own process group."""
 
@@ -40,6 +43,7 @@ class Group:
         self.proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdin=stdin, stdout=stdout, stderr=stderr,
                                      start_new_session=True)
         self.pid = self.proc.pid
+        _LIVE.add(self)
 
     def exited(self) -> bool:
         """Has the leader exited? It stays unreaped, so its group id stays reserved."""
@@ -77,7 +81,16 @@ class Group:
     def reap(self) -> int:
         """Kill what is left of the group and reap the leader; its return code."""
         self.kill()
-        return self.proc.wait()
+        code = self.proc.wait()
+        _LIVE.discard(self)
+        return code
+
+
+def kill_all(sig: int = signal.SIGKILL) -> None:
+    """Signal every group this process started and has not reaped (Ctrl-C of a loop whose threads
+    run checks: nothing it started outlives it)."""
+    for group in list(_LIVE):
+        group.kill(sig)
 
 
 def run(argv: Sequence[str], *, cwd, env: Mapping[str, str], timeout: float, input: bytes | None = None,
@@ -102,7 +115,7 @@ def run(argv: Sequence[str], *, cwd, env: Mapping[str, str], timeout: float, inp
     group.kill()              # timeout, or stragglers once the leader has exited
     _drain(streams, tail)
     _close(group)
-    code = group.proc.wait()
+    code = group.reap()
     if timed_out:
         return Finished(None, "SIGKILL", True, bytes(out), bytes(err))
     if code < 0:

@@ -115,8 +115,6 @@ def test_restart_on_a_running_batch_starts_the_child_over(repo):
     assert states(ok(repo, "tick"))["a"] == "integrated"
 
 
-@pytest.mark.xfail(strict=True, reason="needs tick/observe.py to treat a give-up older than the child's "
-                                       "resumed_at as history (SPEC §6 v3); remove this mark when it does")
 def test_a_lane_that_gave_up_is_resumed_once_its_executor_can_go_on(repo):
     write_plan(repo, "demo", {"a": simple("a"), "b": simple("b")})
     start(repo, "demo", "--max-parallel", "2")

@@ -65,13 +65,5 @@ def work_cmd(slug, remote, executor, jobs, once, interval, as_json) -> None:
     """The executor machine's loop: join lanes of a remote batch and run sessions in them."""
     from ..remote.work import work
 
-    result = work(session(), slug, remote=remote, executor=executor, jobs=jobs, once=once, interval=interval,
-                  as_json=as_json, out=render.say)
-    if as_json:
-        render.emit_json(result.report)
-    else:
-        render.run_summary(result.report, result.summary)
-    if result.error:
-        render.err("error", result.error)
-    if result.exit_code:
-        raise render.Fail(result.exit_code)
+    render.run_result(work(session(), slug, remote=remote, executor=executor, jobs=jobs, once=once,
+                           interval=interval, as_json=as_json, out=render.say), as_json)

@@ -156,6 +156,20 @@ def qa_failed(doc: dict) -> None:
     err("error", "qa_failed: " + failed_summary(doc["results"], doc.get("note")))
 
 
+def run_result(result, as_json: bool, after: str | None = None) -> None:
+    """`run`, `work`, `demo`: the final report (or summary), the error, what to try next; its exit code."""
+    if as_json:
+        emit_json(result.report)
+    else:
+        run_summary(result.report, result.summary)
+    if result.error:
+        err("error", result.error)
+    if after:
+        click.echo(f"\n{after}", err=as_json)
+    if result.exit_code:
+        raise Fail(result.exit_code)
+
+
 def run_summary(report: dict, facts: dict) -> None:
     """`git lanes run`'s summary: the state, the per-child table, the batch branch's log."""
     fv = report.get("final_verification")

@@ -11,19 +11,6 @@ from .app import cli
 from .options import confirm_fn, json_option, required_slug, session, start_options, start_opts
 
 
-def _finish(result, as_json: bool, after: str | None = None) -> None:
-    if as_json:
-        render.emit_json(result.report)
-    else:
-        render.run_summary(result.report, result.summary)
-    if result.error:
-        render.err("error", result.error)
-    if after:
-        click.echo(f"\n{after}", err=as_json)
-    if result.exit_code:
-        raise render.Fail(result.exit_code)
-
-
 @cli.command("run")
 @required_slug
 @click.option("--executor", default=None, help="The executor command, run in each lane (no shell); "
@@ -47,12 +34,12 @@ def run_cmd(slug, executor, corrector, remote, interval, as_json, yes, **kw) -> 
 
         result = run_remote(session(), slug, remote=remote, opts=start_opts(yes=yes, **kw), confirm=confirm_fn(yes),
                             interval=interval, as_json=as_json, out=render.say)
-        return _finish(result, as_json)
+        return render.run_result(result, as_json)
     if executor is None:
         raise usage("Missing option '--executor' (or --remote to coordinate 'git lanes work' machines)")
     result = run(session(), slug, executor=executor, corrector=corrector, opts=start_opts(yes=yes, **kw),
                  confirm=confirm_fn(yes), as_json=as_json, out=render.say)
-    _finish(result, as_json)
+    render.run_result(result, as_json)
 
 
 @cli.command("demo")
@@ -63,5 +50,5 @@ def demo_cmd(directory, as_json) -> None:
     from ..run.demo import demo
 
     result = demo(directory, as_json=as_json, out=render.say)
-    _finish(result, as_json, result.summary.get("after"))
+    render.run_result(result, as_json, result.summary.get("after"))
     sys.stdout.flush()

@@ -28,7 +28,7 @@ from ..errors import LanesError, usage
 from ..ids import check_id
 from ..lanehost import remote_timeout, silence
 from ..model import TERMINAL
-from ..run import RunResult, log_dir as run_log_dir, summary_facts
+from ..run import RunResult, ending, log_dir as run_log_dir, summary_facts
 from ..run.loop import Driver, Stop
 from ..run.prompts import default_correction, failing_checks
 from ..session import Session
@@ -216,7 +216,7 @@ def run_remote(s: Session, slug: str, *, remote: str, opts=None, confirm: Callab
                                         f"then 'git lanes resume {slug}' and run again",
                              summary_facts(s, slug, report, None, run_log_dir(s, record.batch_id)))
     log_dir = run_log_dir(s, record.batch_id)
-    driver = Driver(s, slug, record, [], None, as_json, out, log_dir)
+    driver = Driver(s, slug, record, [], None, as_json, out, log_dir, verify_inline=True)
     coord = Coordinator(s, slug, remote, interval, driver)
     driver.progress.event(f"{how} batch {record.batch_id} (max parallel {record.max_parallel}); executors: "
                           f"'git lanes work {slug} --remote <name>' on machines that share {remote}")
@@ -248,18 +248,5 @@ def _finish(coord: Coordinator, log_dir: str) -> RunResult:
             driver.track_of(c["task_id"]).sessions = len(lrec.qa_attempts)
     coord.event(f"{coord.remote}: {coord.pulls} pull(s), {coord.pushes} push(es)")
     driver.progress.close()
-    result = RunResult(final, 0, None, summary_facts(cs, slug, final, driver, log_dir))
-    fv = final.get("final_verification") or {}
-    if interrupted:
-        result.exit_code, result.error = 130, (f"interrupted; the batch is left as it is: run 'git lanes run {slug} "
-                                              f"--remote {coord.remote}' again to continue")
-    elif driver.stop_reason:
-        result.exit_code, result.error = 1, driver.stop_reason
-    elif final["batch_state"] == "needs_human":
-        result.exit_code, result.error = 1, (f"batch_needs_human: {final.get('reason')}; inspect 'git lanes status "
-                                             f"{slug}', then 'git lanes resume {slug}' and run again")
-    elif final["batch_state"] != "completed" or not fv.get("passed"):
-        result.exit_code = 1
-        result.error = ("the final verification did not pass" if final["batch_state"] == "completed"
-                        else f"the batch ended {final['batch_state']}: {final.get('reason')}")
-    return result
+    return ending(final, summary_facts(cs, slug, final, driver, log_dir), interrupted, driver.stop_reason,
+                  f"git lanes run {slug} --remote {coord.remote}")

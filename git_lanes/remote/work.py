@@ -272,14 +272,8 @@ class Worker:
             if task in self.active() or child is None or child.state != "enrolled" or child.lane is None \
                     or child.lane.run_id != held.run_id or not wants_session(self.s, rec, child):
                 continue
-            tr = self.track_of(task)
-            n = self.sessions.next_n(task, tr)
-            tr.sessions += 1
-            if tr.first_start is None:
-                tr.first_start = time.monotonic()
-            tr.finished = None
-            self.sessions.start(task, held.path, n)
-            self.event(f"{task}: session {n} started")
+            sess = self.sessions.begin(task, held.path, self.track_of(task))
+            self.event(f"{task}: session {sess.n} started")
 
     def join_more(self) -> None:
         room = self.jobs - len(self.held)

@@ -21,6 +21,7 @@ from ..checks import split_command
 from ..errors import LanesError, usage
 from ..gitio import BatchBranch
 from ..ids import check_id
+from ..procs import kill_all
 from ..session import Session
 from ..tick import status_report
 from ..workspace import repo_id, setup_command
@@ -178,12 +179,19 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
         for path in drop_scratch_pool(coord):
             driver.progress.event(f"removed scratch worktree {path} (lanes.keepScratch is false)")
     driver.progress.close()
-    result = RunResult(final, 0, None, summary_facts(coord, slug, final, driver, logs, shlex.quote(executor)))
+    return ending(final, summary_facts(coord, slug, final, driver, logs, shlex.quote(executor)), interrupted,
+                  driver.stop_reason, f"git lanes run {slug} --executor {shlex.quote(executor)}")
+
+
+def ending(final: dict[str, Any], facts: dict[str, Any], interrupted: bool, stop_reason: str | None,
+           again: str) -> RunResult:
+    """How a loop that drove a batch (`run`, `run --remote`) ends: exit 0 only for `completed` with
+    final verification passed; else 1 with what went wrong (130 after Ctrl-C). `again` continues it."""
+    result = RunResult(final, 0, None, facts)
     if interrupted:
-        result.exit_code, result.error = 130, (f"interrupted; the batch is left as it is: git lanes run {slug} "
-                                              f"--executor {shlex.quote(executor)} continues it")
-    elif driver.stop_reason:
-        result.exit_code, result.error = 1, driver.stop_reason
+        result.exit_code, result.error = 130, f"interrupted; the batch is left as it is: {again} continues it"
+    elif stop_reason:
+        result.exit_code, result.error = 1, stop_reason
     elif final["batch_state"] == "needs_human":
         result.exit_code, result.error = 1, (f"batch_needs_human: {final.get('reason')}; a person decides (the "
                                              "commands are above)")
@@ -213,10 +221,14 @@ def _drive(driver: Driver) -> None:
                 driver.stop_reason = driver.stop_reason or str(stop)
         if driver.interrupted.is_set():
             driver.sessions.wind_down()
+            kill_all()
+            if driver.verifier is not None:
+                driver.verifier.join(5.0)
         driver.release_all()   # every way out (SPEC §13 v3): integrated lanes never stay behind
     except BaseException:
         driver.interrupted.set()
         driver.sessions.wind_down()
+        kill_all()
         raise
     finally:
         try:

@@ -1,7 +1,10 @@
 """The driver of `git lanes run` (SPEC §13): tick, act on the handoffs, wait for a session to end.
 
 Every decision is in the records Git holds; the driver only keeps what a person watching needs
-(sessions, timings) and what makes it fast (spare lanes, releases while waiting).
+(sessions, timings) and what makes it fast (spare lanes, releases while waiting). A candidate a
+tick records is verified by a worker thread of its own (SPEC §8.6), so sessions, provisions and
+corrections go on while its checks run; the worker posts what it landed to the same queue the
+sessions' ends arrive in.
 """
 
 from __future__ import annotations
@@ -9,15 +12,18 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..decisions.admission import MAX_OFFERS
 from ..decisions.instruction import MAX_TEXT, InstructionRequest
 from ..errors import LanesError
+from ..procs import kill_all
 from ..procs import run as run_process
 from ..session import Session
-from ..tick import Request, run_tick
+from ..tick import Pending, Request, tick, verify
 from .progress import Progress, Track, child_rows
 from .provisions import PROVISION_TRIES, Provisioning, Stop
 from .prompts import default_correction, failing_checks, failure_text
@@ -30,9 +36,16 @@ STALLS = 3             # rounds in a row with nothing running and nothing starta
 TERMINAL = ("completed", "failed", "budget_stopped", "superseded")
 
 
+@dataclass
+class Landed:
+    """What the verifier posts: the report after a candidate landed or parked, or why it stopped."""
+    report: dict[str, Any] | None
+    error: LanesError | None = None
+
+
 class Driver(Provisioning):
     def __init__(self, s: Session, slug: str, record, argv: list[str], corrector: list[str] | None,
-                 as_json: bool, out: Callable[[str], None], log_dir: str) -> None:
+                 as_json: bool, out: Callable[[str], None], log_dir: str, verify_inline: bool = False) -> None:
         self.slug = slug
         self.batch_id = record.batch_id
         self.corrector = corrector
@@ -56,6 +69,9 @@ class Driver(Provisioning):
         self.prev: dict[str, dict[str, Any]] = {}
         self.stop_reason: str | None = None
         self.tasks = [c.task_id for c in record.children]
+        self.verifier: threading.Thread | None = None
+        self.verify_inline = verify_inline   # a loop that does not wait on sessions verifies in its ticks
+        self.coordinator = record.coordinator
 
     @property
     def interrupted(self):
@@ -80,7 +96,11 @@ class Driver(Provisioning):
             offered = dict([(t, p) for t, p in self.spares.lanes.items() if t not in named][:room])
             request.offers = list(request.offers) + list(offered.items())
             self.spares.refresh(self.report, named)
-        outcome = run_tick(self.cs, self.slug, request)
+        outcome, pending = tick(self.cs, self.slug, request)
+        while pending is not None and self.verify_inline:
+            outcome, pending = verify(self.cs, self.slug, request, pending)
+        if pending is not None:
+            self._verify(pending)
         self.removed = False
         report = outcome.report
         if outcome.error is not None and report.get("batch_state") == "rejected":
@@ -130,6 +150,36 @@ class Driver(Provisioning):
                 self.progress.event(f"{r['task_id']}: lane refused: {r['reason']}")
         self.progress.draw()
 
+    # -- the verifier ------------------------------------------------------------------------------------
+
+    @property
+    def verifying(self) -> bool:
+        return self.verifier is not None and self.verifier.is_alive()
+
+    def _verify(self, pending: Pending) -> None:
+        """Verify (and land) the candidate in a thread with a session of its own."""
+        def work(pending: Pending | None) -> None:
+            try:
+                vs = Session(cwd=self.coordinator)
+                while pending is not None:
+                    outcome, pending = verify(vs, self.slug, Request(actor="run"), pending, self.interrupted.is_set)
+                    if outcome is not None:
+                        self.sessions.post(Landed(outcome.report))
+            except LanesError as exc:
+                self.sessions.post(Landed(None, exc))
+            except BaseException as exc:   # reported by the main thread; the candidate stays recorded
+                self.sessions.post(Landed(None, LanesError(f"the verifier stopped: {type(exc).__name__}: {exc}")))
+        self.verifier = threading.Thread(target=work, args=(pending,), name="verifier", daemon=True)
+        self.verifier.start()
+
+    def landed(self, event: Landed) -> dict[str, Any]:
+        if event.error is not None:
+            if self.interrupted.is_set():
+                return self.report
+            raise Stop(event.error.message)
+        self.note(event.report)
+        return self.tick(Request(actor="run", only=set()), spares=True)
+
     # -- the loop ---------------------------------------------------------------------------------------
 
     def drive(self) -> None:
@@ -141,22 +191,25 @@ class Driver(Provisioning):
             report = self.act(report)
             if report["batch_state"] != "running" or self.interrupted.is_set():
                 continue
-            if not self.sessions.active:  # nothing runs: tick a few times (someone may work a lane), then stop
-                stalls += 1
+            if not self.sessions.active and not self.verifying:
+                stalls += 1   # nothing runs: tick a few times (someone may work a lane), then stop
                 if stalls >= STALLS:
                     raise Stop(self._stuck_reason(report))
                 report = self.tick()
                 continue
             stalls = 0
-            ended = self.sessions.wait(self._chore, lambda: self.progress.draw(force=False))
-            if not ended:
+            happened = self.sessions.wait(self._chore, lambda: self.progress.draw(force=False))
+            if not happened:
                 return  # interrupted
-            # One tick per ended session, each observing (and integrating) only its lane and offering
-            # the spare lanes: a freed slot is filled at once, not after every ended lane integrated.
-            for i, sess in enumerate(ended):
-                self.after_session(sess)
-                report = self.tick(Request(actor="run", only={sess.task_id}), spares=True)
-                if i + 1 < len(ended) and report["batch_state"] == "running" and not self.interrupted.is_set():
+            # One tick per ended session, each observing only its lane and offering the spare lanes: a
+            # freed slot is filled at once, not after every ended lane integrated.
+            for i, event in enumerate(happened):
+                if isinstance(event, Landed):
+                    report = self.landed(event)
+                else:
+                    self.after_session(event)
+                    report = self.tick(Request(actor="run", only={event.task_id}), spares=True)
+                if i + 1 < len(happened) and report["batch_state"] == "running" and not self.interrupted.is_set():
                     report = self.act(report)
 
     def _chore(self) -> Callable[[], None] | None:
@@ -210,14 +263,8 @@ class Driver(Provisioning):
                 self.start_session(h["task_id"], h["lane_path"])
 
     def start_session(self, task: str, lane_path: str) -> None:
-        tr = self.track_of(task)
-        n = self.sessions.next_n(task, tr)
-        tr.sessions += 1
-        if tr.first_start is None:
-            tr.first_start = time.monotonic()
-        tr.finished = None
-        self.sessions.start(task, lane_path, n)
-        self.progress.event(f"{task}: session {n} started")
+        sess = self.sessions.begin(task, lane_path, self.track_of(task))
+        self.progress.event(f"{task}: session {sess.n} started")
 
     def after_session(self, sess: Sess) -> None:
         from ..laneside import give_up
@@ -247,14 +294,19 @@ class Driver(Provisioning):
             self.progress.event(f"{sess.task_id}: gave up: {text}")
 
     def wait_all(self) -> bool:
-        """Wait for the sessions still running when the loop stopped; True when any ended."""
+        """Wait for the sessions and the verifier still running when the loop stopped; True when any
+        ended (what they delivered goes in before the summary)."""
         any_ended = False
-        while self.sessions.active and not self.interrupted.is_set():
-            for sess in self.sessions.wait(lambda: None, lambda: self.progress.draw(force=False)):
+        while (self.sessions.active or self.verifying) and not self.interrupted.is_set():
+            for event in self.sessions.wait(lambda: None, lambda: self.progress.draw(force=False)):
                 any_ended = True
-                self.sessions.active.pop(sess.task_id, None)
-                took = (sess.ended or time.monotonic()) - sess.started
-                self.progress.event(f"{sess.task_id}: session {sess.n} ended ({took:.1f} s): {sess.outcome}")
+                if isinstance(event, Landed):
+                    if event.report is not None:
+                        self.note(event.report)
+                    continue
+                self.sessions.active.pop(event.task_id, None)
+                took = (event.ended or time.monotonic()) - event.started
+                self.progress.event(f"{event.task_id}: session {event.n} ended ({took:.1f} s): {event.outcome}")
         return any_ended
 
     # -- corrections ------------------------------------------------------------------------------------
@@ -335,3 +387,4 @@ class Driver(Provisioning):
             raise KeyboardInterrupt
         self.interrupted.set()
         self.sessions.kill(signal.SIGTERM)
+        kill_all(signal.SIGTERM)   # the verifier's checks too: the candidate stays recorded for the next tick

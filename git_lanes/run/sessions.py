@@ -106,6 +106,15 @@ class Sessions:
             track.log_base = max(used, default=0)
         return track.log_base + track.sessions + 1
 
+    def begin(self, task: str, lane_path: str, track: "Track") -> Sess:
+        """A new session of `task` in its lane, counted in its track (first start, sessions)."""
+        n = self.next_n(task, track)
+        track.sessions += 1
+        if track.first_start is None:
+            track.first_start = time.monotonic()
+        track.finished = None
+        return self.start(task, lane_path, n)
+
     def start(self, task: str, lane_path: str, n: int) -> Sess:
         sess = Sess(task, n, lane_path, os.path.join(self.log_dir, f"{task}-{n}.log"), time.monotonic())
         self.active[task] = sess
@@ -188,10 +197,17 @@ class Sessions:
 
     # -- waiting ----------------------------------------------------------------------------------------
 
-    def wait(self, chore: Callable[[], Callable[[], None] | None], draw: Callable[[], None]) -> list[Sess]:
-        """Sessions that ended (at least one); [] when interrupted. While none is expected to end
-        soon, `chore()` offers one small job (a spare lane, a release) to do meanwhile."""
-        while not self.interrupted.is_set():
+    def post(self, event: object) -> None:
+        """Something else the loop waits for (a verified candidate) joins the sessions' ends."""
+        self.ended.put(event)
+
+    def wait(self, chore: Callable[[], Callable[[], None] | None], draw: Callable[[], None],
+             timeout: float | None = None) -> list:
+        """What happened (at least one session end or posted event); [] when interrupted or after
+        `timeout` seconds. While no session is expected to end soon, `chore()` offers one small job
+        (a spare lane, a release) to do meanwhile."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.interrupted.is_set() and (deadline is None or time.monotonic() < deadline):
             job = chore() if self.quiet() else None
             try:
                 first = self.ended.get_nowait() if job else self.ended.get(timeout=POLL)
@@ -210,11 +226,13 @@ class Sessions:
 
     def quiet(self) -> bool:
         """True when no session is expected to end within QUIET seconds (judged by the shortest
-        session so far): chores then never delay the tick an end calls for."""
+        session so far): chores then never delay the tick an end calls for. A session that has run
+        longer than that gives no expectation at all (it could end any time, or much later)."""
         if not self.durations:
             return True
-        soonest = min((s.started + self.durations[0] for s in self.active.values()), default=float("inf"))
-        return soonest - time.monotonic() > QUIET
+        now = time.monotonic()
+        ends = [s.started + self.durations[0] for s in self.active.values()]
+        return all(end - now > QUIET or end < now for end in ends)
 
     def finished(self, sess: Sess) -> None:
         self.active.pop(sess.task_id, None)

@@ -52,14 +52,19 @@ def tick(s, slug: str, req: Request, steps: Sequence[Step] = FULL) -> tuple[Outc
     return _hold(s, slug, req, steps, None, schedule=finish.admit in steps)
 
 
-def verify(s, slug: str, req: Request, pending: Pending) -> tuple[Outcome, Pending | None]:
+def verify(s, slug: str, req: Request, pending: Pending,
+           cancelled: Callable[[], bool] = lambda: False) -> tuple[Outcome | None, Pending | None]:
     """The candidate's reruns (no slug lock), then `LAND` under the lock; a head that moved comes
-    back as a rebuilt candidate to verify once more."""
+    back as a rebuilt candidate to verify once more. Cancelled meanwhile (Ctrl-C killed the checks),
+    nothing is decided: (None, None), the candidate stays recorded for the next tick."""
     try:
         gate.rerun(s, slug, pending)
     except BaseException:
         pending.held.release()
         raise
+    if cancelled():
+        pending.held.release()
+        return None, None
     return _hold(s, slug, req, LAND, pending, schedule=pending.schedule)
 
 

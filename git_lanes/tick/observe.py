@@ -140,11 +140,14 @@ def observe(t: TickState) -> bool:
         lrec = t.lane_records.get(child.task_id)
         if view is None or lrec is None:
             continue
-        if lrec.gave_up is not None:
+        def news(at: str) -> bool:   # what happened before a resume freed the child is history (§6 v3)
+            return child.resumed_at is None or at > child.resumed_at
+
+        if lrec.gave_up is not None and news(lrec.gave_up.at):
             t.park(child, f"batch_lane_stopped: {lrec.gave_up.text}")
             continue
         new = lrec.qa_attempts[child.qa_attempts_seen:]
-        failed = sum(1 for a in new if not a.passed)
+        failed = sum(1 for a in new if not a.passed and news(a.at))
         child.qa_attempts_seen = len(lrec.qa_attempts)
         if failed:
             t.events.append(f"{failed} QA failure(s) of {child.task_id}")

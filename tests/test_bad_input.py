@@ -835,3 +835,152 @@ def test_the_table_is_big_enough():
 @pytest.mark.parametrize("case", params())
 def test_bad_input_gets_one_clean_answer_and_changes_nothing(worlds, case):
     run_case(worlds, case)
+
+
+# -- hostile state and environment (issue 13, defects 2, 5 and 7) ------------------------------------------------
+
+def started_world(tmp_path: Path, tasks: list[dict[str, Any]] | None = None) -> World:
+    w = World(tmp_path / "w").build(**({"tasks": tasks} if tasks else {}))
+    step(w.repo, "start", SLUG, "--yes", "--max-parallel", "3")
+    return w
+
+
+def provisioned_lane(w: World, task: str) -> Path:
+    return Path(child(step(w.repo, "provision", task), task)["lane"]["path"])
+
+
+def clean_exit(proc, allowed: tuple[int, ...]) -> None:
+    assert "Traceback" not in proc.err and "internal error" not in proc.err, proc
+    assert proc.code in allowed, proc
+
+
+@pytest.mark.xfail(strict=True, reason=ISSUE13 + "a refused tick after the batch branch was deleted recreates it at "
+                                                 "base_head and rewrites the coordinator's index (SPEC §7, §16)")
+def test_a_refused_tick_after_the_batch_branch_was_deleted_writes_nothing(tmp_path):
+    w = started_world(tmp_path)
+    lane = provisioned_lane(w, "core")
+    deliver(lane, "core")
+    step(lane, "done")
+    step(w.repo, "tick")
+    git(w.repo, "update-ref", "-d", "refs/heads/imm/adv")        # deleted under the coordinator
+    before = (git(w.repo, "for-each-ref"), git(w.repo, "status", "--porcelain"))
+    proc = lanes_proc(w.repo, "tick")
+    clean_exit(proc, (1,))
+    assert (git(w.repo, "for-each-ref"), git(w.repo, "status", "--porcelain")) == before
+
+
+@pytest.mark.xfail(strict=True, reason=ISSUE13 + "a provision whose offer the tick refuses leaves its branch and "
+                                                 "worktree behind (SPEC §6 provision)")
+def test_a_refused_provision_leaves_nothing_behind(tmp_path):
+    w = started_world(tmp_path)
+    # a setup that passes but leaves an untracked file: the offer is refused batch_lane_dirty
+    git(w.repo, "config", "lanes.setupCommand", "python3 -c \"open('stray.txt', 'w').write('x')\"")
+    refs_before = git(w.repo, "for-each-ref", "refs/heads/", "refs/notes/")
+    proc = lanes_proc(w.repo, "provision", "core", "--json")
+    clean_exit(proc, (0, 1))
+    assert child(record(w.repo), "core")["state"] == "pending"
+    assert git(w.repo, "for-each-ref", "refs/heads/", "refs/notes/") == refs_before
+    assert [line for line in git(w.repo, "worktree", "list", "--porcelain").splitlines()
+            if line.startswith("worktree ")] == [f"worktree {w.repo}"]
+    assert not any(w.lanes.rglob("core")), "the lane folder stayed"
+
+
+def pathspec_world(tmp_path: Path) -> tuple[World, Path]:
+    w = started_world(tmp_path)
+    return w, provisioned_lane(w, "core")
+
+
+@pytest.mark.xfail(strict=True, reason=ISSUE13 + "GIT_ICASE_PATHSPECS=1 makes the scope check case-insensitive "
+                                                 "(SPEC §8 v3)")
+def test_git_icase_pathspecs_never_widens_a_scope(tmp_path):
+    w, lane = pathspec_world(tmp_path)
+    deliver(lane, "core")
+    (lane / "SRC" / "CORE").mkdir(parents=True)
+    (lane / "SRC" / "CORE" / "evil.txt").write_text("outside the scope, but for case\n")
+    env = {**os.environ, "GIT_ICASE_PATHSPECS": "1"}
+    clean_exit(lanes_proc(lane, "done", env=env), (0, 1))
+    clean_exit(lanes_proc(w.repo, "tick", env=env), (0,))
+    assert child(record(w.repo), "core")["state"] not in ("integrated", "released")
+    assert "SRC/CORE/evil.txt" not in git(w.repo, "ls-tree", "-r", "--name-only", "imm/adv")
+
+
+@pytest.mark.xfail(strict=True, reason=ISSUE13 + "GIT_LITERAL_PATHSPECS=1 parks every in-scope delivery "
+                                                 "(SPEC §8 v3)")
+def test_git_literal_pathspecs_never_parks_an_in_scope_delivery(tmp_path):
+    w, lane = pathspec_world(tmp_path)
+    deliver(lane, "core")
+    env = {**os.environ, "GIT_LITERAL_PATHSPECS": "1"}
+    clean_exit(lanes_proc(lane, "done", env=env), (0,))
+    clean_exit(lanes_proc(w.repo, "tick", env=env), (0,))
+    assert child(record(w.repo), "core")["state"] == "integrated", child(record(w.repo), "core")
+
+
+TOKEN = "ghp_adversarialTOKEN_0123456789"
+PRINT_TOKEN = "python3 -c \"import os; print('token:', os.environ.get('GITHUB_TOKEN'))\""
+
+
+def blobs_text(repo: Path, ref: str) -> str:
+    """Every blob of the tree at `ref`, as text (what a record or a note stores)."""
+    names = git(repo, "ls-tree", "-r", "--name-only", ref).split()
+    return "".join(git(repo, "cat-file", "-p", f"{ref}:{n}") for n in names)
+
+
+@pytest.mark.xfail(strict=True, reason=ISSUE13 + "a check that prints GITHUB_TOKEN puts the token into done --json, "
+                                                 "the lane record and the evidence note (SPEC §2.1 v3)")
+def test_a_secret_a_check_prints_is_never_recorded(tmp_path):
+    tasks = [{"id": "core", "scope": ["src/core"], "check": PRINT_TOKEN}]
+    w = started_world(tmp_path, tasks)
+    lane = provisioned_lane(w, "core")
+    deliver(lane, "core")
+    env = {**os.environ, "GITHUB_TOKEN": TOKEN}
+    done = lanes_proc(lane, "done", "--json", env=env)
+    clean_exit(done, (0,))
+    tick = lanes_proc(w.repo, "tick", "--json", env=env)
+    clean_exit(tick, (0,))
+    commit = child(record(w.repo), "core")["commit"]
+    note = git(w.repo, "notes", "--ref=lanes/evidence", "show", commit)
+    stored = blobs_text(w.repo, f"refs/notes/lanes/lane/{SLUG}/core") + note + blobs_text(w.repo, f"refs/notes/lanes/batch/{SLUG}")
+    for where, text in (("done --json", done.out + done.err), ("tick", tick.out + tick.err), ("records", stored)):
+        assert TOKEN not in text, f"the token is in {where}"
+    assert "token: ***" in done.out
+
+
+@pytest.mark.xfail(strict=True, reason=ISSUE13 + "an edited plan_digest in the record goes unnoticed (SPEC §7 C.1, "
+                                                 "§10.2: nothing else changes plan_digest)")
+def test_an_edited_plan_digest_stops_the_batch(tmp_path):
+    w = started_world(tmp_path)
+    tamper_batch_field(plan_digest="sha256:" + "0" * 64)(w)
+    proc = lanes_proc(w.repo, "tick", "--json")
+    clean_exit(proc, (0, 1))
+    rec = record(w.repo)
+    assert rec["batch_state"] == "needs_human" and rec["reason"].startswith("plan_changed"), rec["reason"]
+
+
+@pytest.mark.xfail(strict=True, reason=ISSUE13 + "a path that is not valid UTF-8, delivered outside its scope by a "
+                                                 "lane, crashes every tick (UnicodeEncodeError) (SPEC §8 v3)")
+def test_a_lane_path_that_is_not_utf8_is_handled_like_any_other(tmp_path):
+    w = started_world(tmp_path)
+    lane = provisioned_lane(w, "core")
+    deliver(lane, "core")
+    (lane / os.fsdecode(b"outside-\xff.txt")).write_bytes(b"x\n")
+    clean_exit(lanes_proc(lane, "done"), (0, 1))
+    tick = lanes_proc(w.repo, "tick", "--json")
+    clean_exit(tick, (0,))
+    assert child(record(w.repo), "core")["state"] not in ("integrated", "released")
+    assert "outside-" not in git(w.repo, "ls-tree", "-r", "--name-only", "imm/adv")
+
+
+def test_a_coordinator_path_that_is_not_utf8_is_refused_cleanly(tmp_path):
+    w = started_world(tmp_path)
+    (w.repo / os.fsdecode(b"leak-\xfe.txt")).write_bytes(b"not a lane's\n")
+    before = (git(w.repo, "for-each-ref"), git(w.repo, "status", "--porcelain"))
+    proc = lanes_proc(w.repo, "tick")
+    clean_exit(proc, (1,))
+    assert one_error(proc.err).startswith("error: working_tree_unstaged:")
+    assert (git(w.repo, "for-each-ref"), git(w.repo, "status", "--porcelain")) == before
+
+
+def one_error(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith(("error:", "fatal:"))]
+    assert len(lines) == 1, err
+    return lines[0]

@@ -25,6 +25,7 @@ from conftest import git
 from helpers import check_file, write_initiative
 from killgit import GIT_LANES  # noqa: F401  (the executable under test, for callers that start it directly)
 
+
 SLUG = "adv"
 
 # A small batch: a dependency chain (core -> api) and disjoint siblings (docs, tests).
@@ -70,16 +71,6 @@ def lanes_proc(cwd: Path | str, *args: str | bytes, env: dict[str, str] | None =
                 proc.stderr.decode("utf-8", "backslashreplace"))
 
 
-def ok(cwd: Path | str, *args: str, env: dict[str, str] | None = None) -> Proc:
-    proc = lanes_proc(cwd, *args, env=env)
-    assert proc.code == 0, f"git lanes {' '.join(args)}: {proc}"
-    return proc
-
-
-def ok_json(cwd: Path | str, *args: str, env: dict[str, str] | None = None) -> Any:
-    return ok(cwd, *args, "--json", env=env).json()
-
-
 # -- a repository with an initiative ------------------------------------------------------------
 
 def make_repo(root: Path, *, slug: str = SLUG, tasks: list[dict[str, Any]] | None = None,
@@ -106,11 +97,8 @@ def deliver(lane: Path | str, task: str, text: str | None = None) -> None:
 
 
 def child(report: dict, task: str) -> dict:
+    """One child of a report or a record."""
     return next(c for c in report["children"] if c["task_id"] == task)
-
-
-def lane_of(report: dict, task: str) -> Path:
-    return Path(child(report, task)["lane"]["path"])
 
 
 # -- a world that can be saved and put back in place ---------------------------------------------
@@ -390,10 +378,6 @@ def expect_known(problems: list[str], known: dict[str, str]) -> None:
     pytest.xfail(f"issue 13: {len(problems)} problem(s), all known: " + "; ".join(met))
 
 
-def audit_findings(repo: Path) -> Proc:
-    return lanes_proc(repo, "audit")
-
-
 def assert_recovered(repo: Path, want: dict[str, Any], *, slug: str = SLUG, context: str = "") -> None:
     """The invariants after a crash and the next command: same outcome, one commit per task,
     every lane's work kept, `audit` clean."""
@@ -401,29 +385,8 @@ def assert_recovered(repo: Path, want: dict[str, Any], *, slug: str = SLUG, cont
     diff = differences(got, want)
     assert not diff, f"{context}: the batch differs from the uncrashed run:\n" + "\n".join(diff)
     landed_tasks(repo, slug)
-    audit = audit_findings(repo)
+    audit = lanes_proc(repo, "audit")
     assert audit.code == 0, f"{context}: audit: {audit}"
-
-
-# -- "nothing written", including outside the repository ------------------------------------------
-
-def tree_listing(folder: Path) -> dict[str, tuple[int, int]]:
-    """{relative path: (size, mtime_ns)} of every file and folder below `folder` (symlinks not followed)."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(folder):
-        for name in dirnames + filenames:
-            p = os.path.join(dirpath, name)
-            st = os.lstat(p)
-            out[os.path.relpath(p, folder)] = (st.st_size if not os.path.isdir(p) else 0, st.st_mtime_ns)
-    return out
-
-
-def refs_and_status(repo: Path, *lanes: Path) -> tuple[str, ...]:
-    """Every ref (with its value) plus `git status` of the coordinator and each lane."""
-    refs = git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
-    statuses = tuple(git(p, "--no-optional-locks", "status", "--porcelain", "--untracked-files=all")
-                     for p in (repo, *lanes))
-    return (refs, *statuses)
 
 
 def shell_words(*argv: str) -> str:
@@ -433,16 +396,6 @@ def shell_words(*argv: str) -> str:
 def python_command(script: Path, *args: str) -> str:
     """A command string (no shell) running `script` with this interpreter."""
     return shell_words(sys.executable, str(script), *args)
-
-
-def one_error_line(err: str) -> list[str]:
-    """The `error:` lines of stderr (the caller asserts there is exactly one)."""
-    return [line for line in err.splitlines() if line.startswith("error:")]
-
-
-def files_named(folder: Path, names: Iterable[str]) -> list[Path]:
-    wanted = set(names)
-    return [p for p in folder.rglob("*") if p.name in wanted]
 
 
 # -- building worlds fast: the CLI in-process --------------------------------------------------------

@@ -268,12 +268,24 @@ def build_planfiles(w: World) -> None:
     git(w.repo, "commit", "-q", "-m", "bad plans")
 
 
+TOKEN = "ghp_adversarialTOKEN_0123456789"
+PRINT_TOKEN = "python3 -c \"import os; print('token:', os.environ.get('GITHUB_TOKEN'))\""
+
+
 def plan_slug(i: int) -> str:
     return f"bad{i:03d}"
 
 
+def build_token(w: World) -> None:
+    """core's check prints GITHUB_TOKEN (a secret a check may well print); core has a lane."""
+    w.build(tasks=[{"id": "core", "scope": ["src/core"], "check": PRINT_TOKEN}])
+    step(w.repo, "start", SLUG, "--yes")
+    step(w.repo, "provision", "core")
+
+
 BUILD: dict[str, Callable[[World], None]] = {"plain": build_plain, "started": build_started,
-                                             "delivered": build_delivered, "planfiles": build_planfiles}
+                                             "delivered": build_delivered, "planfiles": build_planfiles,
+                                             "token": build_token}
 _WORLDS: Worlds | None = None
 
 
@@ -291,7 +303,7 @@ def _ignored(rel: str) -> bool:
     """What a refused command may create without writing anything: Git's object store (content-
     addressed: unreferenced objects change nothing), git-lanes' lock folder with the `flock` files of
     valid ids, and its excludes file."""
-    parts = rel.split(os.sep)
+    parts = rel.split("/")
     if ".git" not in parts:
         return False
     inner = parts[parts.index(".git") + 1:]
@@ -313,15 +325,22 @@ def fingerprint(root: Path) -> Fingerprint:
     lanes. Stronger than comparing `for-each-ref` and `git status`, and taken without running Git
     (which could refresh an index itself)."""
     out: Fingerprint = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != "saves" and not (d == "objects" and dirpath.endswith(".git"))]
-        for name in filenames + dirnames:
-            full = os.path.join(dirpath, name)
-            rel = os.path.relpath(full, root)
-            if _ignored(rel):
-                continue
-            st = os.lstat(full)
-            out[rel] = (0, 0) if name in dirnames else (st.st_size, st.st_mtime_ns)
+
+    def walk(path: str, rel: str) -> None:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                name = rel + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    if (rel == "" and entry.name == "saves") or (entry.name == "objects" and rel.endswith(".git/")):
+                        continue
+                    if not _ignored(name):
+                        out[name] = (0, 0)
+                    walk(entry.path, name + "/")
+                elif not _ignored(name):
+                    st = entry.stat(follow_symlinks=False)
+                    out[name] = (st.st_size, st.st_mtime_ns)
+
+    walk(str(root), "")
     return out
 
 
@@ -807,7 +826,7 @@ XFAILS = {
 ALL: list[Case] = [*plan_cases(), *option_cases(), *id_cases(), *offer_cases(), *instruct_json_cases(),
                    *instruct_cases(), *revision_cases(), *demo_cases(), *tamper_cases()]
 # a sample of the in-process cases also runs the real executable (through `git lanes`)
-SAMPLE = {case.id for case in ALL[::50]}
+SAMPLE = {case.id for case in ALL[::80]}
 
 
 def known_failure(case_id: str) -> str | None:
@@ -839,14 +858,15 @@ def test_bad_input_gets_one_clean_answer_and_changes_nothing(worlds, case):
 
 # -- hostile state and environment (issue 13, defects 2, 5 and 7) ------------------------------------------------
 
-def started_world(tmp_path: Path, tasks: list[dict[str, Any]] | None = None) -> World:
-    w = World(tmp_path / "w").build(**({"tasks": tasks} if tasks else {}))
-    step(w.repo, "start", SLUG, "--yes", "--max-parallel", "3")
+def hostile(worlds: Worlds, kind: str = "started") -> World:
+    """A saved world this test may change (it is put back before the next use)."""
+    w = worlds.get(kind)
+    worlds.dirty.add(kind)
     return w
 
 
-def provisioned_lane(w: World, task: str) -> Path:
-    return Path(child(step(w.repo, "provision", task), task)["lane"]["path"])
+def lane_path(w: World, task: str) -> Path:
+    return Path(child(record(w.repo), task)["lane"]["path"])
 
 
 def clean_exit(proc, allowed: tuple[int, ...]) -> None:
@@ -856,11 +876,8 @@ def clean_exit(proc, allowed: tuple[int, ...]) -> None:
 
 @pytest.mark.xfail(strict=True, reason=ISSUE13 + "a refused tick after the batch branch was deleted recreates it at "
                                                  "base_head and rewrites the coordinator's index (SPEC §7, §16)")
-def test_a_refused_tick_after_the_batch_branch_was_deleted_writes_nothing(tmp_path):
-    w = started_world(tmp_path)
-    lane = provisioned_lane(w, "core")
-    deliver(lane, "core")
-    step(lane, "done")
+def test_a_refused_tick_after_the_batch_branch_was_deleted_writes_nothing(worlds):
+    w = hostile(worlds, "delivered")
     step(w.repo, "tick")
     git(w.repo, "update-ref", "-d", "refs/heads/imm/adv")        # deleted under the coordinator
     before = (git(w.repo, "for-each-ref"), git(w.repo, "status", "--porcelain"))
@@ -871,29 +888,25 @@ def test_a_refused_tick_after_the_batch_branch_was_deleted_writes_nothing(tmp_pa
 
 @pytest.mark.xfail(strict=True, reason=ISSUE13 + "a provision whose offer the tick refuses leaves its branch and "
                                                  "worktree behind (SPEC §6 provision)")
-def test_a_refused_provision_leaves_nothing_behind(tmp_path):
-    w = started_world(tmp_path)
+def test_a_refused_provision_leaves_nothing_behind(worlds):
+    w = hostile(worlds)
     # a setup that passes but leaves an untracked file: the offer is refused batch_lane_dirty
     git(w.repo, "config", "lanes.setupCommand", "python3 -c \"open('stray.txt', 'w').write('x')\"")
     refs_before = git(w.repo, "for-each-ref", "refs/heads/", "refs/notes/")
-    proc = lanes_proc(w.repo, "provision", "core", "--json")
+    worktrees = git(w.repo, "worktree", "list", "--porcelain")
+    proc = lanes_proc(w.repo, "provision", "tests", "--json")
     clean_exit(proc, (0, 1))
-    assert child(record(w.repo), "core")["state"] == "pending"
+    assert child(record(w.repo), "tests")["state"] == "pending"
     assert git(w.repo, "for-each-ref", "refs/heads/", "refs/notes/") == refs_before
-    assert [line for line in git(w.repo, "worktree", "list", "--porcelain").splitlines()
-            if line.startswith("worktree ")] == [f"worktree {w.repo}"]
-    assert not any(w.lanes.rglob("core")), "the lane folder stayed"
-
-
-def pathspec_world(tmp_path: Path) -> tuple[World, Path]:
-    w = started_world(tmp_path)
-    return w, provisioned_lane(w, "core")
+    assert git(w.repo, "worktree", "list", "--porcelain") == worktrees
+    assert not any(w.lanes.rglob("tests")), "the lane folder stayed"
 
 
 @pytest.mark.xfail(strict=True, reason=ISSUE13 + "GIT_ICASE_PATHSPECS=1 makes the scope check case-insensitive "
                                                  "(SPEC §8 v3)")
-def test_git_icase_pathspecs_never_widens_a_scope(tmp_path):
-    w, lane = pathspec_world(tmp_path)
+def test_git_icase_pathspecs_never_widens_a_scope(worlds):
+    w = hostile(worlds)
+    lane = lane_path(w, "core")
     deliver(lane, "core")
     (lane / "SRC" / "CORE").mkdir(parents=True)
     (lane / "SRC" / "CORE" / "evil.txt").write_text("outside the scope, but for case\n")
@@ -906,17 +919,14 @@ def test_git_icase_pathspecs_never_widens_a_scope(tmp_path):
 
 @pytest.mark.xfail(strict=True, reason=ISSUE13 + "GIT_LITERAL_PATHSPECS=1 parks every in-scope delivery "
                                                  "(SPEC §8 v3)")
-def test_git_literal_pathspecs_never_parks_an_in_scope_delivery(tmp_path):
-    w, lane = pathspec_world(tmp_path)
+def test_git_literal_pathspecs_never_parks_an_in_scope_delivery(worlds):
+    w = hostile(worlds)
+    lane = lane_path(w, "core")
     deliver(lane, "core")
     env = {**os.environ, "GIT_LITERAL_PATHSPECS": "1"}
     clean_exit(lanes_proc(lane, "done", env=env), (0,))
     clean_exit(lanes_proc(w.repo, "tick", env=env), (0,))
     assert child(record(w.repo), "core")["state"] == "integrated", child(record(w.repo), "core")
-
-
-TOKEN = "ghp_adversarialTOKEN_0123456789"
-PRINT_TOKEN = "python3 -c \"import os; print('token:', os.environ.get('GITHUB_TOKEN'))\""
 
 
 def blobs_text(repo: Path, ref: str) -> str:
@@ -927,10 +937,9 @@ def blobs_text(repo: Path, ref: str) -> str:
 
 @pytest.mark.xfail(strict=True, reason=ISSUE13 + "a check that prints GITHUB_TOKEN puts the token into done --json, "
                                                  "the lane record and the evidence note (SPEC §2.1 v3)")
-def test_a_secret_a_check_prints_is_never_recorded(tmp_path):
-    tasks = [{"id": "core", "scope": ["src/core"], "check": PRINT_TOKEN}]
-    w = started_world(tmp_path, tasks)
-    lane = provisioned_lane(w, "core")
+def test_a_secret_a_check_prints_is_never_recorded(worlds):
+    w = hostile(worlds, "token")
+    lane = lane_path(w, "core")
     deliver(lane, "core")
     env = {**os.environ, "GITHUB_TOKEN": TOKEN}
     done = lanes_proc(lane, "done", "--json", env=env)
@@ -947,8 +956,8 @@ def test_a_secret_a_check_prints_is_never_recorded(tmp_path):
 
 @pytest.mark.xfail(strict=True, reason=ISSUE13 + "an edited plan_digest in the record goes unnoticed (SPEC §7 C.1, "
                                                  "§10.2: nothing else changes plan_digest)")
-def test_an_edited_plan_digest_stops_the_batch(tmp_path):
-    w = started_world(tmp_path)
+def test_an_edited_plan_digest_stops_the_batch(worlds):
+    w = hostile(worlds)
     tamper_batch_field(plan_digest="sha256:" + "0" * 64)(w)
     proc = lanes_proc(w.repo, "tick", "--json")
     clean_exit(proc, (0, 1))
@@ -958,9 +967,9 @@ def test_an_edited_plan_digest_stops_the_batch(tmp_path):
 
 @pytest.mark.xfail(strict=True, reason=ISSUE13 + "a path that is not valid UTF-8, delivered outside its scope by a "
                                                  "lane, crashes every tick (UnicodeEncodeError) (SPEC §8 v3)")
-def test_a_lane_path_that_is_not_utf8_is_handled_like_any_other(tmp_path):
-    w = started_world(tmp_path)
-    lane = provisioned_lane(w, "core")
+def test_a_lane_path_that_is_not_utf8_is_handled_like_any_other(worlds):
+    w = hostile(worlds)
+    lane = lane_path(w, "core")
     deliver(lane, "core")
     (lane / os.fsdecode(b"outside-\xff.txt")).write_bytes(b"x\n")
     clean_exit(lanes_proc(lane, "done"), (0, 1))
@@ -970,8 +979,8 @@ def test_a_lane_path_that_is_not_utf8_is_handled_like_any_other(tmp_path):
     assert "outside-" not in git(w.repo, "ls-tree", "-r", "--name-only", "imm/adv")
 
 
-def test_a_coordinator_path_that_is_not_utf8_is_refused_cleanly(tmp_path):
-    w = started_world(tmp_path)
+def test_a_coordinator_path_that_is_not_utf8_is_refused_cleanly(worlds):
+    w = hostile(worlds)
     (w.repo / os.fsdecode(b"leak-\xfe.txt")).write_bytes(b"not a lane's\n")
     before = (git(w.repo, "for-each-ref"), git(w.repo, "status", "--porcelain"))
     proc = lanes_proc(w.repo, "tick")

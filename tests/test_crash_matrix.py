@@ -31,12 +31,12 @@ from typing import Callable
 
 import pytest
 
-from adversary import (SLUG, World, assert_recovered, child, deliver, differences, lanes_proc, landed_tasks,
+from adversary import (SLUG, World, assert_recovered, child, deliver, lanes_proc, landed_tasks,
                        outcome, record, step, write_executor)
 from conftest import git
 from helpers import check_file
 from killgit import GitCall, KillGit, was_killed
-from test_tracker import ISSUE, REPO, TOKEN, gh  # noqa: F401  (the fake GitHub fixture)
+from test_tracker import ISSUE, TOKEN, gh  # noqa: F401  (the fake GitHub fixture)
 
 FULL = os.environ.get("GIT_LANES_CRASH_FULL") == "1"
 ISSUE13 = "issue 13: "

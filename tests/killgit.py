@@ -5,10 +5,11 @@ folder first on PATH (`KillGit.env`) and every `git` the command runs goes throu
 
 - each call is numbered (an `flock`-guarded counter, so the threads of `git lanes run` count
   right) and logged as `<n>\\t<argv>` in `folder/log`;
-- at call number `KILLGIT_AT` it SIGKILLs its own process group — the whole command under
-  test, which the caller started in a session of its own — either *before* running the real
-  Git (`KILLGIT_MODE=before`) or right *after* the real Git finished (`after`), so the points
-  between two Git writes and right after each Git write are both reached;
+- at call number `KILLGIT_AT` (or at the first call whose arguments contain `KILLGIT_MATCH`, for
+  commands whose threads make the numbering vary) it SIGKILLs its own process group — the whole
+  command under test, which the caller started in a session of its own — either *before*
+  running the real Git (`KILLGIT_MODE=before`) or right *after* the real Git finished (`after`),
+  so the points between two Git writes and right after each Git write are both reached;
 - `git lanes …` itself is passed through uncounted.
 
 Git prepends its exec-path to PATH for the external commands it starts (`git lanes` finds
@@ -37,7 +38,10 @@ case "$1" in lanes) exec "$real" "$@";; esac
 n=$(flock "$d/count.lock" sh -c '
   n=$(cat "$1" 2>/dev/null || echo 0); n=$((n + 1)); echo "$n" > "$1"
   printf "%s\t%s\n" "$n" "$2" >> "$3"; echo "$n"' _ "$d/count" "$*" "$d/log")
-if [ "$n" = "${KILLGIT_AT:-0}" ]; then
+hit=
+[ "$n" = "${KILLGIT_AT:-0}" ] && hit=1
+case "$*" in *"${KILLGIT_MATCH:-@@never@@}"*) hit=1;; esac
+if [ -n "$hit" ]; then
   if [ "${KILLGIT_MODE:-after}" = after ]; then "$real" "$@"; fi
   echo "$n $*" > "$d/killed"
   pg=$(cut -d' ' -f5 /proc/$$/stat)
@@ -113,14 +117,20 @@ class KillGit:
         for name in ("count", "log", "killed"):
             (self.folder / name).unlink(missing_ok=True)
 
-    def env(self, at: int | None = None, mode: str = "after", base: dict[str, str] | None = None) -> dict[str, str]:
-        """The environment of a command run through the wrapper (`at` None: count and log only)."""
+    def env(self, at: int | None = None, mode: str = "after", base: dict[str, str] | None = None,
+            match: str | None = None) -> dict[str, str]:
+        """The environment of a command run through the wrapper (`at` and `match` None: count and
+        log only)."""
         assert mode in ("before", "after")
         env = dict(os.environ if base is None else base)
         env["PATH"] = f"{self.bin}{os.pathsep}{env.get('PATH', '')}"
         env["KILLGIT_DIR"] = str(self.folder)
         env["KILLGIT_AT"] = str(at or 0)
         env["KILLGIT_MODE"] = mode
+        if match:
+            env["KILLGIT_MATCH"] = match
+        else:
+            env.pop("KILLGIT_MATCH", None)
         return env
 
     def calls(self) -> list[GitCall]:
@@ -139,10 +149,11 @@ class KillGit:
         return path.read_text().strip() if path.exists() else None
 
     def run(self, cwd: Path, *args: str, at: int | None = None, mode: str = "after",
-            env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+            env: dict[str, str] | None = None, timeout: float = 120,
+            match: str | None = None) -> subprocess.CompletedProcess:
         """`git-lanes ARGS` through the wrapper, in a session of its own (the kill takes only it)."""
         self.reset()
-        return subprocess.run([GIT_LANES, *args], cwd=cwd, env=self.env(at, mode, env), capture_output=True,
+        return subprocess.run([GIT_LANES, *args], cwd=cwd, env=self.env(at, mode, env, match), capture_output=True,
                               text=True, start_new_session=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 

@@ -31,8 +31,8 @@ from typing import Callable
 
 import pytest
 
-from adversary import (SLUG, World, assert_recovered, child, deliver, lanes_proc, landed_tasks,
-                       outcome, record, step, write_executor)
+from adversary import (SLUG, TASKS, World, assert_recovered, branch_history, child, deliver, lanes_proc,
+                       landed_tasks, outcome, record, step, write_executor)
 from conftest import git
 from helpers import check_file
 from killgit import GitCall, KillGit, was_killed
@@ -606,3 +606,55 @@ def test_a_young_index_lock_is_waited_for_not_failed_on(worlds, scenario_env):
     assert proc.code == 0, proc
     assert prep.want is not None
     assert_recovered(w.repo, prep.want, context="young index.lock")
+
+
+# -- crashes the sweeps cannot reach by number ------------------------------------------------------------------
+
+def lane_branches(repo: Path) -> list[str]:
+    return git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/imm-lane/").split()
+
+
+@pytest.mark.xfail(strict=True, reason=f"{ISSUE13}a run killed after the batch completed, before it released the "
+                                       "lanes: every later run refuses stale_lanes (SPEC §13 v3, §15)")
+def test_a_run_killed_after_completing_the_batch_is_continued_by_the_next_run(worlds):
+    """`run` is threaded, so the kill is placed by what the Git call says: right after the write
+    that records `completed` (its reflog message), before the lanes are released."""
+    sc = SCENARIOS["run"]
+    prep = worlds.get(sc, 0, {})
+    w = prep.world
+    w.restore("pre")
+    killed = prep.killgit.run(w.repo, *argv_of(sc, prep), env=prep.env, match="completed", timeout=180)
+    assert was_killed(killed) and prep.killgit.killed(), killed.stderr
+    assert record(w.repo)["batch_state"] == "completed"
+    assert lane_branches(w.repo), "the kill came after every lane was released: nothing to continue"
+    again = lanes_proc(w.repo, *argv_of(sc, prep), env=prep.env, timeout=180)
+    assert again.code == 0, again
+    assert lane_branches(w.repo) == [] and not any(w.lanes.rglob(".git")), "lanes left behind"
+    tasks = [task for _s, task, _t in branch_history(w.repo, "main", f"imm/{SLUG}")]
+    assert sorted(tasks) == sorted(t["id"] for t in TASKS) and len(tasks) == len(set(tasks)), tasks
+    must(lanes_proc(w.repo, "audit", env=prep.env), "audit")
+
+
+@pytest.mark.xfail(strict=True, reason=f"{ISSUE13}a provision killed inside `git worktree add` leaves a half-made "
+                                       "lane (locked 'initializing', nothing checked out) that no later provision "
+                                       "or run can use (SPEC §15, §6 provision)")
+def test_a_provision_killed_inside_git_worktree_add_is_continued(worlds):
+    """What Git leaves when killed inside `git worktree add`: the branch (git-lanes made it), the
+    worktree registered and locked `initializing`, nothing checked out."""
+    sc = SCENARIOS["provision"]
+    prep = worlds.get(sc, 0, {})
+    w = prep.world
+    w.restore("pre")
+    rec = record(w.repo)
+    base = git(w.repo, "rev-parse", f"imm/{SLUG}").strip()
+    path = w.lanes / "half-made" / "core"
+    git(w.repo, "branch", f"imm-lane/{SLUG}/core", base)
+    git(w.repo, "worktree", "add", "--no-checkout", str(path), f"imm-lane/{SLUG}/core")
+    git(w.repo, "worktree", "lock", "--reason", "initializing", str(path))
+    assert child(rec, "core")["state"] == "pending"
+    proc = lanes_proc(w.repo, "provision", "core", "--json", env=prep.env)
+    assert proc.code == 0, proc
+    lane = Path(child(record(w.repo), "core")["lane"]["path"])
+    assert child(record(w.repo), "core")["state"] == "enrolled"
+    assert git(lane, "status", "--porcelain", "--untracked-files=all") == ""
+    must(lanes_proc(w.repo, "audit", env=prep.env), "audit")

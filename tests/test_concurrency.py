@@ -44,6 +44,8 @@ TASKS = [{"id": f"c{i:02d}", "scope": [f"src/c{i:02d}"], "check": right(f"c{i:02
 KNOWN = {
     "batch_lane_lost": "a command lists worktrees before taking the lock and parks a lane a concurrent provision "
                        "just enrolled (batch_lane_lost)",
+    "not a git repository": "a command racing `release` runs `git status` in the lane being removed and fails "
+                            "with exit 128 (release removes the worktree outside the slug's lock)",
 }
 
 

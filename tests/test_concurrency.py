@@ -1,9 +1,10 @@
 """Concurrency (issue 13, deliverable 3; SPEC §15): many `git lanes` commands at once never lose an
 update, integrate twice, park a healthy lane or leave a record that does not validate.
 
-Each round starts 8 commands at the same instant — two plain ticks, `integrate`, `status`, up to
-two `provision`s (of children that have a free slot) and `done`s in lanes whose work was just
-delivered (one delivery in three fails its check first) — and waits for all of them. A command
+Each round starts 8 commands at the same instant — a plain tick, `integrate`, `status`, a
+`release` of an integrated lane, up to two `provision`s (of children that have a free slot) and
+`done`s in lanes whose work was just delivered (one delivery in three fails its check first), more
+`status` for the rest — and waits for all of them. A command
 may lose the race only cleanly: exit 0, or exit 1 with `batch_busy` (or `qa_failed` for a
 failing delivery), one `error:` line, no traceback. After the rounds the batch is ticked quiet
 and checked: each child counted exactly the attempts its `done`s reported (`qa_attempts_seen`,
@@ -31,7 +32,7 @@ from conftest import git
 SLUG = "adv"
 ROUNDS = int(os.environ.get("GIT_LANES_CONCURRENCY_ROUNDS", "25"))
 N_TASKS = 40
-MAX_PARALLEL = 4
+MAX_PARALLEL = 3
 
 
 def right(task: str) -> str:
@@ -44,8 +45,10 @@ TASKS = [{"id": f"c{i:02d}", "scope": [f"src/c{i:02d}"], "check": right(f"c{i:02
 KNOWN = {
     "batch_lane_lost": "a command lists worktrees before taking the lock and parks a lane a concurrent provision "
                        "just enrolled (batch_lane_lost)",
-    "not a git repository": "a command racing `release` runs `git status` in the lane being removed and fails "
-                            "with exit 128 (release removes the worktree outside the slug's lock)",
+    # `release` removes a lane's worktree outside the slug's lock: a command that listed the lane touches a
+    # folder being removed
+    "not a git repository": "a command racing `release` runs `git status` in the lane being removed: exit 128",
+    "FileNotFoundError": "a command racing `release` reads the lane being removed: internal error",
 }
 
 
@@ -118,7 +121,7 @@ def one_round(repo: Path, n: int, ledger: Ledger) -> None:
     in_flight = sum(len(by_state.get(s, [])) for s in ("enrolled", "settled", "lane_committed"))
     batch: list[Launched] = [launch("tick", repo, "tick", "--json"), launch("integrate", repo, "integrate", "--json"),
                              launch("status", repo, "status", "--json")]
-    for c in by_state.get("integrated", [])[:1 if n % 3 == 2 else 0]:   # released lanes keep ticks cheap
+    for c in by_state.get("integrated", [])[:1]:     # released lanes keep every command cheap
         batch.append(launch(f"release {c['task_id']}", repo, "release", c["task_id"], "--json"))
     for c in by_state.get("pending", [])[:max(0, min(2, MAX_PARALLEL - in_flight))]:
         batch.append(launch(f"provision {c['task_id']}", repo, "provision", c["task_id"], "--json"))

@@ -42,7 +42,8 @@ WORKERS = 3                   # batches soaked at once (a run mostly waits: the 
 KNOWN = {
     "index.lock": "an index.lock older than 60 s is never removed (SPEC §15)",
     "FileLocked": "a loose object's .lock stops every later write (SPEC §15)",
-    "moved while this command ran": "a stale .lock on a refs/notes/lanes ref reads as batch_busy forever (SPEC §15)",
+    "moved while this command ran": "a stale .lock on a lane record ref reads as batch_busy for ever (SPEC §15)",
+    "kept moving": "a stale .lock on the batch record ref reads as batch_busy until it is 60 s old (SPEC §15)",
     "batch_coordinator_off_branch": "start killed after its record write is not continued (SPEC §15)",
     "was never released": "a tick killed after moving a lane branch leaves the lane dirty, never released "
                           "(SPEC §8.2, §13)",

@@ -14,7 +14,8 @@ folder first on PATH (`KillGit.env`) and every `git` the command runs goes throu
 
 Git prepends its exec-path to PATH for the external commands it starts (`git lanes` finds
 `/usr/lib/git-core/git` first), so the command under test is the `git-lanes` executable
-itself (`KillGit.argv`), exactly what `git lanes` would have run.
+itself (`GIT_LANES`, run by `KillGit.run`), exactly what `git lanes` would have run. The wrapper
+needs `flock(1)` and `/proc` (Linux).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from pathlib import Path
 GIT_LANES = str(Path(sys.executable).parent / "git-lanes")
 
 _SCRIPT = r"""#!/bin/sh
-# killgit: number this git call; at call $KILLGIT_AT kill the caller's process group.
+# killgit: number this git call; at call $KILLGIT_AT (or one matching $KILLGIT_MATCH) kill the
+# caller's process group, before or after running the real git ($KILLGIT_MODE).
 real='@REAL@'
 d="${KILLGIT_DIR:?}"
 case "$1" in lanes) exec "$real" "$@";; esac

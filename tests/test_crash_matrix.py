@@ -459,19 +459,23 @@ def sweep_param(name: str, mode: str, xfail: str | None = None):
     return pytest.param(name, mode, marks=marks, id=f"{name}-{mode}")
 
 
+START_NOT_CONTINUED = ("start killed after its record write or after creating imm/<slug> is not continued: the "
+                       "next tick refuses batch_coordinator_off_branch (SPEC §15)")
+RELEASE_NOT_CONTINUED = ("release killed after removing the worktree or the branch cannot be run again: "
+                         "batch_lane_release_refused, the branch stays (SPEC §15)")
+LANE_INDEX_NOT_REFRESHED = ("a tick killed after moving a lane branch to its lane commit never refreshes the lane's "
+                            "index: the lane stays dirty, never released (SPEC §8.2, §15)")
 SWEEPS = [
-    sweep_param("start", "after", "start killed after its record write or after creating imm/<slug> is not "
-                                  "continued: the next tick refuses batch_coordinator_off_branch (SPEC §15)"),
+    sweep_param("start", "after", START_NOT_CONTINUED),
     sweep_param("provision", "after", "provision killed after `git worktree add` cannot be run again: "
                                       "batch_lane_branch_exists (SPEC §15, §6 provision)"),
     sweep_param("provision", "before", "provision killed after creating the lane branch cannot be run again: "
                                        "batch_lane_branch_exists (SPEC §15, §6 provision)"),
     sweep_param("done", "after"),
-    sweep_param("tick", "after", "a tick killed after moving a lane branch to its lane commit never refreshes "
-                                 "the lane's index: the lane stays dirty, never released (SPEC §8.2, §15)"),
-    sweep_param("tick", "before"),
-    sweep_param("release", "after", "release killed after removing the worktree or the branch cannot be run "
-                                    "again: batch_lane_release_refused, the branch stays (SPEC §15)"),
+    sweep_param("tick", "after", LANE_INDEX_NOT_REFRESHED),
+    # the long run also kills before the lane's `git reset`, i.e. right after the lane branch moved
+    sweep_param("tick", "before", LANE_INDEX_NOT_REFRESHED if FULL else None),
+    sweep_param("release", "after", RELEASE_NOT_CONTINUED),
     sweep_param("retire", "after"),
     sweep_param("resume", "after"),
     sweep_param("leak", "after"),
@@ -480,7 +484,8 @@ SWEEPS = [
     sweep_param("tracker", "after"),
     sweep_param("tracker", "before"),
     # commands with no in-process write between their Git calls: "before" equals "after the previous call"
-    *([sweep_param(name, "before") for name in ("start", "done", "release", "retire", "resume")] if FULL else []),
+    *([sweep_param("start", "before", START_NOT_CONTINUED), sweep_param("release", "before", RELEASE_NOT_CONTINUED),
+       *(sweep_param(name, "before") for name in ("done", "retire", "resume"))] if FULL else []),
 ]
 
 

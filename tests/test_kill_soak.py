@@ -52,6 +52,7 @@ KNOWN = {
                                       "run can use (SPEC §15)",
     "stale_lanes": "a run killed after the batch completed, before releasing its lanes: every later run refuses "
                    "stale_lanes (SPEC §13, §15)",
+    "packed-refs.lock": "a kill inside a ref deletion leaves Git's packed-refs.lock, which nothing removes",
 }
 
 

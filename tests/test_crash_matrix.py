@@ -1,0 +1,664 @@
+"""Crash matrix (issue 13, deliverable 1; SPEC §15): a command killed after any change to Git state
+is continued by the next command to the same batch branch and record.
+
+For each command that writes — `start`, `provision`, `done`, a `tick` that integrates, `release`,
+`retire`, `resume`, a tick that restores a leak or closes an issue, `run` — a small batch (the
+chain core -> api plus the disjoint docs and tests, scripted lane work) is brought to the moment
+before the command, saved, and then:
+
+- the **reference**: the command, then the next command(s) a user or driver runs after it;
+- the **named points**: the command dies of SIGKILL at `GIT_LANES_CRASH_AT=<point>`; points the
+  product does not name yet are strict xfails (they pass, and must be un-marked, once it does);
+- the **Git-call sweep**: the command dies of SIGKILL right after each Git call that writes a
+  ref, a worktree or an index (and before the first write that follows in-process work), through
+  the `killgit` wrapper — so points inside Git writes are reached whether or not they are named.
+
+Each crash is followed by the same next command(s), and the result must equal the reference
+(timestamps and random ids masked: commits compared by subject, `Lanes-Task` and tree), with
+one commit per task on `imm/<slug>`, every lane's work kept and `git lanes audit` clean.
+`GIT_LANES_CRASH_FULL=1` also kills before every writing Git call (the long run).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from adversary import (SLUG, TASKS, World, assert_recovered, branch_history, child, deliver, lanes_proc,
+                       landed_tasks, outcome, record, step, write_executor)
+from conftest import git
+from helpers import check_file
+from killgit import GitCall, KillGit, was_killed
+from test_tracker import ISSUE, TOKEN, gh  # noqa: F401  (the fake GitHub fixture)
+
+FULL = os.environ.get("GIT_LANES_CRASH_FULL") == "1"
+ISSUE13 = "issue 13: "
+
+RESUME_TASKS = [
+    {"id": "solo", "scope": ["src/solo"], "check": check_file("src/solo/solo.txt")},
+    {"id": "after", "scope": ["src/after"], "blocked_by": ["solo"], "check": check_file("src/after/after.txt")},
+]
+TRACKED_TASKS = [
+    {"id": "core", "scope": ["src/core"], "check": check_file("src/core/core.txt"), "extra": [f"issue = {ISSUE}"]},
+    {"id": "docs", "scope": ["docs"], "check": check_file("docs/index.md")},
+    {"id": "tests", "scope": ["tests"], "check": check_file("tests/t.txt")},   # keeps the batch running
+]
+
+
+# -- worlds ---------------------------------------------------------------------------------------------
+
+def lane_path(w: World, task: str) -> Path:
+    return Path(child(record(w.repo), task)["lane"]["path"])
+
+
+def started(w: World) -> None:
+    step(w.repo, "start", SLUG, "--yes", "--max-parallel", "3")
+
+
+def provisioned(w: World) -> None:
+    started(w)
+    for task in ("core", "docs"):
+        step(w.repo, "provision", task)
+
+
+def core_delivered_not_done(w: World) -> None:
+    provisioned(w)
+    deliver(lane_path(w, "core"), "core")
+
+
+def delivered(w: World) -> None:
+    provisioned(w)
+    for task in ("core", "docs"):
+        lane = lane_path(w, task)
+        deliver(lane, task)
+        step(lane, "done")
+
+
+def integrated(w: World) -> None:
+    delivered(w)
+    step(w.repo, "tick")
+
+
+def leaked(w: World) -> None:
+    """core's delivered file also written into the coordinator (an executor writing in the wrong
+    tree): provably core's, so the tick backs it up and restores the coordinator (SPEC §9)."""
+    delivered(w)
+    deliver(w.repo, "core")
+
+
+def parked(w: World) -> None:
+    """solo gave up; its dependent is skipped; the batch needs a human."""
+    step(w.repo, "start", SLUG, "--yes")
+    step(w.repo, "provision", "solo")
+    step(lane_path(w, "solo"), "done", "--give-up", "-m", "cannot do it")
+    report = step(w.repo, "tick")
+    assert report["batch_state"] == "needs_human", report["reason"]
+
+
+def tracked(w: World) -> None:
+    """core (with an issue) and docs delivered; the tick under test integrates them and closes the issue."""
+    step(w.repo, "start", SLUG, "--yes", "--max-parallel", "2")
+    for task in ("core", "docs"):
+        step(w.repo, "provision", task)
+    for task in ("core", "docs"):
+        lane = lane_path(w, task)
+        deliver(lane, task)
+        step(lane, "done")
+
+
+# -- what a user (or a driver) runs after a command died ---------------------------------------------------
+
+def must(proc, what: str) -> None:
+    assert proc.code == 0, f"{what}: {proc}"
+
+
+def follow_start(w: World, env: dict[str, str]) -> None:
+    again = lanes_proc(w.repo, "start", SLUG, "--yes", "--max-parallel", "3", env=env)
+    if again.code == 0:
+        return
+    assert again.code == 1 and "batch_already_active" in again.err, f"start again: {again}"
+    must(lanes_proc(w.repo, "tick", SLUG, env=env), "tick after start")
+
+
+def follow_provision(w: World, env: dict[str, str]) -> None:
+    if child(record(w.repo), "core")["state"] == "pending":
+        must(lanes_proc(w.repo, "provision", "core", env=env), "provision again")
+    must(lanes_proc(w.repo, "tick", env=env), "tick")
+
+
+def follow_done(w: World, env: dict[str, str]) -> None:
+    must(lanes_proc(lane_path(w, "core"), "done", env=env), "done again")
+    must(lanes_proc(w.repo, "tick", env=env), "tick")
+
+
+def follow_tick(w: World, env: dict[str, str]) -> None:
+    must(lanes_proc(w.repo, "tick", env=env), "tick")
+
+
+def follow_release(w: World, env: dict[str, str]) -> None:
+    if child(record(w.repo), "core")["state"] != "released" or \
+            git(w.repo, "for-each-ref", "refs/heads/imm-lane/adv/core").strip():
+        must(lanes_proc(w.repo, "release", "core", env=env), "release again")
+    must(lanes_proc(w.repo, "tick", env=env), "tick")
+
+
+def follow_retire(w: World, env: dict[str, str]) -> None:
+    if record(w.repo)["batch_state"] != "superseded":
+        must(lanes_proc(w.repo, "retire", SLUG, "--yes", env=env), "retire again")
+    must(lanes_proc(w.repo, "status", SLUG, env=env), "status")
+
+
+def follow_resume(w: World, env: dict[str, str]) -> None:
+    """Resume again if it did not happen; then release the restarted child's old lane (SPEC §6:
+    it can always be released) and tick."""
+    if record(w.repo)["batch_state"] == "needs_human":
+        must(lanes_proc(w.repo, "resume", SLUG, "--restart", "solo", "--yes", env=env), "resume again")
+    if git(w.repo, "for-each-ref", "refs/heads/imm-lane/adv/solo").strip():
+        must(lanes_proc(w.repo, "release", "solo", env=env), "release the old lane")
+    must(lanes_proc(w.repo, "tick", env=env), "tick")
+
+
+def follow_run(w: World, env: dict[str, str]) -> None:
+    rec = record(w.repo) if git(w.repo, "for-each-ref", f"refs/notes/lanes/batch/{SLUG}").strip() else None
+    if rec is None or rec["batch_state"] != "completed":
+        must(lanes_proc(w.repo, "run", SLUG, "--executor", env["ADV_EXECUTOR"], "--yes", "--max-parallel", "3",
+                        env=env, timeout=180), "run again")
+
+
+# -- scenarios ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    build: Callable[[World], None]
+    argv: tuple[str, ...]
+    follow: Callable[[World, dict[str, str]], None]
+    where: str | None = None            # the task whose lane the command runs in (else the coordinator)
+    tasks: list | None = None           # the plan (default: core, api, docs, tests)
+    sweep: tuple[int | None, int | None] = (None, None)   # which writing Git calls the sweep kills at (a slice)
+    deterministic: bool = True          # one thread: the same Git calls in the same order every time
+    before_all: bool = False            # kill before every swept call (in-process work precedes each)
+    between: bool = False               # in-process writes (dulwich refs, files, network) between Git calls:
+                                        # swept "before" too in the normal run
+    workers: int = 2
+
+    def cwd(self, w: World) -> Path:
+        return lane_path(w, self.where) if self.where else w.repo
+
+
+SCENARIOS = {s.name: s for s in [
+    Scenario("start", lambda w: None, ("start", SLUG, "--yes", "--max-parallel", "3", "--json"), follow_start),
+    Scenario("provision", started, ("provision", "core", "--json"), follow_provision, between=True),
+    Scenario("done", core_delivered_not_done, ("done", "--json"), follow_done, where="core"),
+    Scenario("tick", delivered, ("tick", "--json"), follow_tick, between=True),
+    Scenario("release", integrated, ("release", "core", "--json"), follow_release),
+    Scenario("retire", started, ("retire", SLUG, "--yes", "--json"), follow_retire),
+    Scenario("resume", parked, ("resume", SLUG, "--restart", "solo", "--yes", "--json"), follow_resume,
+             tasks=RESUME_TASKS),
+    # the leak restore comes first in the tick: up to the write that records it (the integration that
+    # follows is the tick scenario's)
+    Scenario("leak", leaked, ("tick", "--json"), follow_tick, sweep=(0, 3), between=True),
+    # the tracker writes last: kill around that write only (one worker: one fake GitHub)
+    Scenario("tracker", tracked, ("tick", "--json"), follow_tick, tasks=TRACKED_TASKS, sweep=(-1, None),
+             before_all=True, between=True, workers=1),
+    Scenario("run", lambda w: None, ("run", SLUG, "--executor", "@EXECUTOR@", "--yes", "--max-parallel", "3"),
+             follow_run, deterministic=False, workers=1),
+]}
+
+
+@dataclass
+class Prepared:
+    """A scenario's saved world, its environment, its Git calls and its reference outcome."""
+    world: World
+    killgit: KillGit
+    env: dict[str, str]
+    calls: list[GitCall] = field(default_factory=list)
+    want: dict | None = None
+    record: dict | None = None          # the batch record the reference ended with
+
+
+class Worlds:
+    """Worlds built once per session (a world is restored in place before every use)."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.built: dict[tuple[str, int], Prepared] = {}
+
+    def get(self, sc: Scenario, i: int, env_extra: dict[str, str]) -> Prepared:
+        key = (sc.name, i)
+        if key not in self.built:
+            w = World(self.base / f"{sc.name}-{i}")
+            kw = {"tasks": sc.tasks} if sc.tasks else {}
+            w.build(**kw)
+            sc.build(w)
+            w.save("pre")
+            self.built[key] = Prepared(w, KillGit(w.base / "killgit"), {})
+        prep = self.built[key]
+        prep.env = {**os.environ, **env_extra, "ADV_EXECUTOR": write_executor(prep.world.base)}
+        return prep
+
+
+_WORLDS: Worlds | None = None
+
+
+@pytest.fixture
+def worlds(tmp_path_factory) -> Worlds:
+    global _WORLDS
+    if _WORLDS is None:
+        _WORLDS = Worlds(tmp_path_factory.mktemp("crash-worlds"))
+    return _WORLDS
+
+
+def argv_of(sc: Scenario, prep: Prepared) -> list[str]:
+    return [prep.env["ADV_EXECUTOR"] if a == "@EXECUTOR@" else a for a in sc.argv]
+
+
+def reference(sc: Scenario, prep: Prepared, setup: Callable[[Prepared], None]) -> None:
+    """The uncrashed command (its Git calls counted), then the same next command(s)."""
+    if prep.want is not None:
+        return
+    w = prep.world
+    w.restore("pre")
+    setup(prep)
+    proc = prep.killgit.run(sc.cwd(w), *argv_of(sc, prep), env=prep.env, timeout=180)
+    assert proc.returncode == 0, f"{sc.name}: the uncrashed command failed ({proc.returncode}): {proc.stderr}"
+    prep.calls = prep.killgit.calls()
+    sc.follow(w, prep.env)
+    prep.want = outcome(w.repo)
+    prep.record = record(w.repo)
+    landed_tasks(w.repo)
+    audit = lanes_proc(w.repo, "audit")
+    assert audit.code == 0, f"{sc.name}: the uncrashed run leaves audit findings: {audit}"
+
+
+def crash_then_follow(sc: Scenario, prep: Prepared, setup: Callable[[Prepared], None], *, at: int | None = None,
+                      mode: str = "after", point: str | None = None) -> str | None:
+    """Kill the command (at Git call `at`, or at the named `point`), run what follows, compare.
+    Returns what went wrong, or None."""
+    w = prep.world
+    w.restore("pre")
+    setup(prep)
+    where = f"{sc.name}: killed {mode} Git call {at}" if point is None else f"{sc.name}: killed at {point}"
+    if point is not None:
+        proc = lanes_proc(sc.cwd(w), *argv_of(sc, prep), env={**prep.env, "GIT_LANES_CRASH_AT": point},
+                          timeout=180)
+        if not proc.killed:
+            return f"{where}: the command did not die there (the point is not named): {proc}"
+    else:
+        run = prep.killgit.run(sc.cwd(w), *argv_of(sc, prep), at=at, mode=mode, env=prep.env, timeout=180)
+        killed = prep.killgit.killed()
+        if not was_killed(run) or killed is None:
+            return f"{where}: not killed (exit {run.returncode}): {run.stderr[-2000:]}"
+        n, _, argv = killed.partition(" ")
+        where += f" (`git {GitCall(int(n), argv.split(' ')).label()}`)"
+    if prep.want is None:      # the reference, computed only once a crash needs it
+        w.save("crashed")
+        reference(sc, prep, setup)
+        w.restore("crashed")
+    try:
+        sc.follow(w, prep.env)
+        assert prep.want is not None
+        assert_recovered(w.repo, prep.want, context=where)
+    except AssertionError as exc:
+        text = str(exc)
+        return text if text.startswith(where) else f"{where}: {text}"
+    return None
+
+
+def no_setup(prep: Prepared) -> None:
+    pass
+
+
+# -- named crash points (GIT_LANES_CRASH_AT) -------------------------------------------------------------
+
+def missing(point: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, reason=f"{ISSUE13}crash point {point} not yet named")
+
+
+NAMED = [
+    # (scenario, point): the points `GIT_LANES_CRASH_AT` names today
+    ("tick", "lane-commit-recorded"),
+    ("tick", "fast-forwarded"),
+]
+NOT_YET_NAMED = [
+    ("start", "record-written"),            # the record is written, imm/<slug> does not exist yet
+    ("start", "branch-created"),            # imm/<slug> exists, the coordinator is not switched yet
+    ("provision", "lane-branch-created"),   # the lane branch exists, no worktree yet
+    ("provision", "worktree-added"),        # the worktree exists, not offered yet
+    ("done", "attempt-recorded"),           # the attempt is in the lane record, nothing printed
+    ("tick", "lane-branch-moved"),          # the lane branch is on its lane commit, the lane's index not refreshed
+    ("tick", "candidate-recorded"),         # `candidate` is in the record, not verified yet (SPEC §8.6)
+    ("tick", "candidate-verified"),         # the rerun passed, not fast-forwarded yet
+    ("tick", "evidence-recorded"),          # the integration and its evidence note are written
+    ("release", "worktree-removed"),        # the worktree is gone, the branch and the record not yet
+    ("release", "branch-deleted"),          # the branch is gone, the record does not say released yet
+    ("retire", "retire-recorded"),          # superseded is written, nothing printed
+    ("resume", "resume-recorded"),          # the resume is written, its tick not run yet
+    ("leak", "leak-backed-up"),             # the backup is written, the coordinator not restored yet
+    ("leak", "leak-restored"),              # the coordinator is restored, the restore not recorded yet
+    ("tracker", "tracker-closed"),          # the issue is closed, tracker_closed not recorded yet
+    ("run", "session-done"),                # a session's `done` recorded its attempt, no tick yet
+]
+
+
+def tracker_setup(gh_fake) -> Callable[[Prepared], None]:
+    def setup(prep: Prepared) -> None:
+        gh_fake.state, gh_fake.state_reason = "open", None
+        gh_fake.comments.clear()
+        gh_fake.requests.clear()
+        git(prep.world.repo, "config", "lanes.githubApiUrl", gh_fake.url)
+    return setup
+
+
+@pytest.fixture
+def scenario_env(request) -> Callable[[Scenario], tuple[dict[str, str], Callable[[Prepared], None]]]:
+    """(extra environment, per-run setup) of a scenario; the tracker one talks to a fake GitHub."""
+    def get(sc: Scenario):
+        if sc.name == "tracker":
+            fake = request.getfixturevalue("gh")
+            return {"GH_TOKEN": TOKEN}, tracker_setup(fake)
+        return {}, no_setup
+    return get
+
+
+def _named_point(worlds: Worlds, scenario_env, scenario: str, point: str) -> None:
+    sc = SCENARIOS[scenario]
+    extra, setup = scenario_env(sc)
+    prep = worlds.get(sc, 0, extra)
+    if setup is not no_setup:   # a fake service's state is not part of the saved world: reference first
+        reference(sc, prep, setup)
+    problem = crash_then_follow(sc, prep, setup, point=point)
+    assert problem is None, problem
+
+
+@pytest.mark.parametrize("scenario,point", NAMED)
+def test_named_crash_point(worlds, scenario_env, scenario, point):
+    _named_point(worlds, scenario_env, scenario, point)
+
+
+@pytest.mark.parametrize("scenario,point", [pytest.param(s, p, marks=missing(p)) for s, p in NOT_YET_NAMED])
+def test_crash_point_not_yet_named(worlds, scenario_env, scenario, point):
+    _named_point(worlds, scenario_env, scenario, point)
+
+
+# -- the Git-call sweep (killgit) ------------------------------------------------------------------------------
+
+# Writes to the scratch worktree (a cache the next rerun rebuilds) are swept in the long run only.
+SCRATCH_LABELS = ("worktree prune", "worktree add --detach", "checkout -f --detach", "clean -ffdx")
+
+
+def cases(sc: Scenario, calls: list[GitCall], mode: str) -> list[int]:
+    """Call numbers to kill at: after every writing call; before the writing calls that follow
+    in-process work (a reading call in between) in commands that write in-process between Git
+    calls, or before every one of them in the long run."""
+    writes = [c for c in calls if c.writes][slice(*sc.sweep)]
+    if not FULL:
+        writes = [c for c in writes if c.label() not in SCRATCH_LABELS]
+    if mode == "after":
+        return [c.n for c in writes]
+    by_n = {c.n: c for c in calls}
+    return [c.n for c in writes if FULL or sc.before_all or c.n == 1 or not by_n.get(c.n - 1, c).writes]
+
+
+def sweep(worlds: Worlds, scenario_env, sc: Scenario, mode: str) -> list[str]:
+    extra, setup = scenario_env(sc)
+    preps = [worlds.get(sc, i, extra) for i in range(sc.workers)]
+    errors: list[str] = []
+
+    def guarded(fn: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # noqa: BLE001 - reported on the main thread
+                errors.append(f"{type(exc).__name__}: {exc}")
+        return run
+
+    threads = [threading.Thread(target=guarded(lambda p=p: reference(sc, p, setup))) for p in preps]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    labels = [[c.label() for c in p.calls] for p in preps]
+    assert all(x == labels[0] for x in labels), f"{sc.name}: the Git calls differ between two identical worlds"
+    todo: queue.Queue[int] = queue.Queue()
+    numbers = cases(sc, preps[0].calls, mode)
+    assert numbers, f"{sc.name}: no writing Git call to kill at"
+    for n in numbers:
+        todo.put(n)
+    problems: list[str] = []
+
+    def worker(prep: Prepared) -> None:
+        while True:
+            try:
+                n = todo.get_nowait()
+            except queue.Empty:
+                return
+            problem = crash_then_follow(sc, prep, setup, at=n, mode=mode)
+            if problem:
+                problems.append(problem)
+
+    threads = [threading.Thread(target=guarded(lambda p=p: worker(p))) for p in preps]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return sorted(problems)
+
+
+def sweep_param(name: str, mode: str, xfail: str | None = None):
+    marks = [pytest.mark.xfail(strict=True, reason=ISSUE13 + xfail)] if xfail else []
+    return pytest.param(name, mode, marks=marks, id=f"{name}-{mode}")
+
+
+START_NOT_CONTINUED = ("start killed after its record write or after creating imm/<slug> is not continued: the "
+                       "next tick refuses batch_coordinator_off_branch (SPEC §15)")
+RELEASE_NOT_CONTINUED = ("release killed after removing the worktree or the branch cannot be run again: "
+                         "batch_lane_release_refused, the branch stays (SPEC §15)")
+LANE_INDEX_NOT_REFRESHED = ("a tick killed after moving a lane branch to its lane commit never refreshes the lane's "
+                            "index: the lane stays dirty, never released (SPEC §8.2, §15)")
+SWEEPS = [
+    sweep_param("start", "after", START_NOT_CONTINUED),
+    sweep_param("provision", "after", "provision killed after `git worktree add` cannot be run again: "
+                                      "batch_lane_branch_exists (SPEC §15, §6 provision)"),
+    sweep_param("provision", "before", "provision killed after creating the lane branch cannot be run again: "
+                                       "batch_lane_branch_exists (SPEC §15, §6 provision)"),
+    sweep_param("done", "after"),
+    sweep_param("tick", "after", LANE_INDEX_NOT_REFRESHED),
+    # the long run also kills before the lane's `git reset`, i.e. right after the lane branch moved
+    sweep_param("tick", "before", LANE_INDEX_NOT_REFRESHED if FULL else None),
+    sweep_param("release", "after", RELEASE_NOT_CONTINUED),
+    sweep_param("retire", "after"),
+    sweep_param("resume", "after"),
+    sweep_param("leak", "after"),
+    sweep_param("leak", "before", "a tick killed after restoring a leak but before recording it loses the "
+                                  "restores[] entry (SPEC §9, §15)"),
+    sweep_param("tracker", "after"),
+    sweep_param("tracker", "before"),
+    # commands with no in-process write between their Git calls: "before" equals "after the previous call"
+    *([sweep_param("start", "before", START_NOT_CONTINUED), sweep_param("release", "before", RELEASE_NOT_CONTINUED),
+       *(sweep_param(name, "before") for name in ("done", "retire", "resume"))] if FULL else []),
+]
+
+
+@pytest.mark.parametrize("name,mode", SWEEPS)
+def test_killed_at_each_writing_git_call_then_continued(worlds, scenario_env, name, mode):
+    sc = SCENARIOS[name]
+    assert sc.deterministic
+    problems = sweep(worlds, scenario_env, sc, mode)
+    assert not problems, f"{len(problems)} crash(es) not continued to the same result:\n\n" + "\n\n".join(problems)
+
+
+def test_the_reference_runs_land_one_commit_per_task(worlds, scenario_env):
+    """The uncrashed references themselves: what every crash is compared with is right."""
+    sc = SCENARIOS["tick"]
+    prep = worlds.get(sc, 0, {})
+    reference(sc, prep, no_setup)
+    want = prep.want
+    assert want is not None
+    assert [task for _s, task, _t in want["branch"]] == ["core", "docs"]
+    assert {c["task_id"]: c["state"] for c in want["children"]} == \
+        {"core": "integrated", "api": "pending", "docs": "integrated", "tests": "pending"}
+    assert want["evidence"] == ["core", "docs"]
+
+
+# -- lock files a kill leaves behind (SPEC §15 v3) --------------------------------------------------------
+
+def object_lock(prep: Prepared, task: str) -> Path:
+    """The `.lock` of the loose object of `task`'s lane commit (deterministic: the tick builds the
+    same commit again), as dulwich leaves it when killed mid-write."""
+    assert prep.record is not None
+    oid = child(prep.record, task)["lane"]["lane_commit"]
+    return prep.world.repo / ".git" / "objects" / oid[:2] / f"{oid[2:]}.lock"
+
+
+def git_path(cwd: Path, name: str) -> Path:
+    return Path(git(cwd, "rev-parse", "--path-format=absolute", "--git-path", name).strip())
+
+
+@dataclass(frozen=True)
+class Stale:
+    """A lock file a killed command left, and whether the SPEC wants a warning for it."""
+    name: str
+    scenario: str
+    path: Callable[[Prepared], Path]
+    age: float              # seconds: 0 for locks that are stale at once, 61 for the ones that must age
+    warns: bool = True
+
+
+STALE = [
+    Stale("loose-object", "tick", lambda p: object_lock(p, "core"), 0, warns=False),
+    Stale("batch-record-ref", "tick", lambda p: p.world.repo / ".git/refs/notes/lanes/batch/adv.lock", 0),
+    Stale("evidence-ref", "tick", lambda p: p.world.repo / ".git/refs/notes/lanes/evidence.lock", 0),
+    Stale("lane-record-ref", "done", lambda p: p.world.repo / ".git/refs/notes/lanes/lane/adv/core.lock", 0),
+    Stale("batch-branch-ref", "tick", lambda p: p.world.repo / ".git/refs/heads/imm/adv.lock", 61),
+    Stale("lane-branch-ref", "tick", lambda p: p.world.repo / ".git/refs/heads/imm-lane/adv/core.lock", 61),
+    Stale("coordinator-index", "tick", lambda p: git_path(p.world.repo, "index.lock"), 61),
+    Stale("lane-index", "tick", lambda p: git_path(lane_path(p.world, "core"), "index.lock"), 61),
+]
+STALE_XFAIL = {
+    "loose-object": "a loose object's .lock left by a kill makes every later tick fail "
+                    "'fatal: internal error: FileLocked'",
+    "batch-record-ref": "a .lock on the batch record ref is removed only after 60 s",
+    "evidence-ref": "a .lock on refs/notes/lanes/evidence is never removed",
+    "lane-record-ref": "a .lock on a lane record ref stops every done",
+    "batch-branch-ref": "an aged .lock on imm/<slug> is never removed",
+    "lane-branch-ref": "an aged .lock on imm-lane/* is never removed; the lane commit is not moved",
+    "coordinator-index": "an aged index.lock of the coordinator stops every integration",
+    "lane-index": "an aged index.lock of a lane is never removed; the lane's index is not refreshed",
+}
+
+
+@pytest.mark.parametrize("stale", [pytest.param(s, id=s.name, marks=pytest.mark.xfail(
+    strict=True, reason=f"{ISSUE13}{STALE_XFAIL[s.name]} (SPEC §15)")) if s.name in STALE_XFAIL else
+    pytest.param(s, id=s.name) for s in STALE])
+def test_a_lock_file_left_by_a_kill_never_stops_the_next_command(worlds, scenario_env, stale):
+    sc = SCENARIOS[stale.scenario]
+    extra, setup = scenario_env(sc)
+    prep = worlds.get(sc, 0, extra)
+    reference(sc, prep, setup)
+    w = prep.world
+    w.restore("pre")
+    lock = stale.path(prep)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_bytes(b"")
+    old = time.time() - stale.age
+    os.utime(lock, (old, old))
+    proc = lanes_proc(sc.cwd(w), *argv_of(sc, prep), env=prep.env)
+    assert proc.code == 0 and "internal error" not in proc.err, f"{stale.name}: {proc}"
+    if stale.scenario == "done":
+        must(lanes_proc(w.repo, "tick", env=prep.env), "tick")
+    assert prep.want is not None
+    assert_recovered(w.repo, prep.want, context=stale.name)
+    if stale.warns:
+        assert not lock.exists(), f"{lock} is still there"
+        assert any(line.startswith("warning:") and "lock" in line for line in proc.err.splitlines()), \
+            f"{stale.name}: no warning about the removed lock: {proc.err}"
+
+
+@pytest.mark.xfail(strict=True, reason=f"{ISSUE13}a young index.lock in the coordinator fails the tick at once "
+                                       "instead of being waited for (SPEC §15)")
+def test_a_young_index_lock_is_waited_for_not_failed_on(worlds, scenario_env):
+    """A live Git command holds the coordinator's index.lock for longer than a whole tick takes:
+    the tick must wait for it (up to a minute), then integrate."""
+    sc = SCENARIOS["tick"]
+    prep = worlds.get(sc, 0, {})
+    reference(sc, prep, no_setup)
+    w = prep.world
+    w.restore("pre")
+    began = time.monotonic()
+    assert lanes_proc(w.repo, "tick", "--json", env=prep.env).code == 0
+    hold = 3 * (time.monotonic() - began) + 1.0        # the tick meets the lock whatever the machine's speed
+    w.restore("pre")
+    lock = git_path(w.repo, "index.lock")
+    lock.write_bytes(b"")
+    timer = threading.Timer(hold, lambda: lock.unlink(missing_ok=True))
+    timer.start()
+    try:
+        proc = lanes_proc(w.repo, "tick", "--json", env=prep.env)
+    finally:
+        timer.cancel()
+        lock.unlink(missing_ok=True)
+    assert proc.code == 0, proc
+    assert prep.want is not None
+    assert_recovered(w.repo, prep.want, context="young index.lock")
+
+
+# -- crashes the sweeps cannot reach by number ------------------------------------------------------------------
+
+def lane_branches(repo: Path) -> list[str]:
+    return git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/imm-lane/").split()
+
+
+@pytest.mark.xfail(strict=True, reason=f"{ISSUE13}a run killed after the batch completed, before it released the "
+                                       "lanes: every later run refuses stale_lanes (SPEC §13 v3, §15)")
+def test_a_run_killed_after_completing_the_batch_is_continued_by_the_next_run(worlds):
+    """`run` is threaded, so the kill is placed by what the Git call says: right after the write
+    that records `completed` (its reflog message), before the lanes are released."""
+    sc = SCENARIOS["run"]
+    prep = worlds.get(sc, 0, {})
+    w = prep.world
+    w.restore("pre")
+    killed = prep.killgit.run(w.repo, *argv_of(sc, prep), env=prep.env, match="completed", timeout=180)
+    assert was_killed(killed) and prep.killgit.killed(), killed.stderr
+    assert record(w.repo)["batch_state"] == "completed"
+    assert lane_branches(w.repo), "the kill came after every lane was released: nothing to continue"
+    again = lanes_proc(w.repo, *argv_of(sc, prep), env=prep.env, timeout=180)
+    assert again.code == 0, again
+    assert lane_branches(w.repo) == [] and not any(w.lanes.rglob(".git")), "lanes left behind"
+    tasks = [task for _s, task, _t in branch_history(w.repo, "main", f"imm/{SLUG}")]
+    assert sorted(tasks) == sorted(t["id"] for t in TASKS) and len(tasks) == len(set(tasks)), tasks
+    must(lanes_proc(w.repo, "audit", env=prep.env), "audit")
+
+
+@pytest.mark.xfail(strict=True, reason=f"{ISSUE13}a provision killed inside `git worktree add` leaves a half-made "
+                                       "lane (locked 'initializing', nothing checked out) that no later provision "
+                                       "or run can use (SPEC §15, §6 provision)")
+def test_a_provision_killed_inside_git_worktree_add_is_continued(worlds):
+    """What Git leaves when killed inside `git worktree add`: the branch (git-lanes made it), the
+    worktree registered and locked `initializing`, nothing checked out."""
+    sc = SCENARIOS["provision"]
+    prep = worlds.get(sc, 0, {})
+    w = prep.world
+    w.restore("pre")
+    rec = record(w.repo)
+    base = git(w.repo, "rev-parse", f"imm/{SLUG}").strip()
+    path = w.lanes / "half-made" / "core"
+    git(w.repo, "branch", f"imm-lane/{SLUG}/core", base)
+    git(w.repo, "worktree", "add", "--no-checkout", str(path), f"imm-lane/{SLUG}/core")
+    git(w.repo, "worktree", "lock", "--reason", "initializing", str(path))
+    assert child(rec, "core")["state"] == "pending"
+    proc = lanes_proc(w.repo, "provision", "core", "--json", env=prep.env)
+    assert proc.code == 0, proc
+    lane = Path(child(record(w.repo), "core")["lane"]["path"])
+    assert child(record(w.repo), "core")["state"] == "enrolled"
+    assert git(lane, "status", "--porcelain", "--untracked-files=all") == ""
+    must(lanes_proc(w.repo, "audit", env=prep.env), "audit")

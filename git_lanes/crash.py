@@ -1,8 +1,17 @@
 """Fault injection for the crash tests: `GIT_LANES_CRASH_AT=<point>` kills this process (SIGKILL)
 when it reaches the named point, so a test can die exactly after a given write.
 
-Points: start-record-written, start-branch-created (start.py); lane-commit-recorded,
-candidate-recorded, candidate-verified, fast-forwarded (tick/).
+Points (each right after a change to Git state, before the next one):
+  start.py        record-written, branch-created
+  workspace.py    lane-branch-created, worktree-added, worktree-removed, branch-deleted
+  laneside.py     attempt-recorded
+  tick/           lane-commit-recorded, lane-branch-moved, candidate-recorded, candidate-verified,
+                  fast-forwarded, evidence-recorded, tracker-closed
+  leaks.py        leak-backed-up, leak-restored
+  resume.py       resume-recorded, retire-recorded
+  run/sessions.py session-done
+
+tests/test_crash_matrix.py kills at every one of them and checks that the next command continues.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from .authority import effective_parsed, last_revision
 from .checks import child_env, run_checks
+from .crash import crash_point
 from .errors import refused, usage
 from .lanehost import clone_id, live_claim
 from .model import BatchRecord, Child, GaveUp, Intervention, LaneRecord, QaAttempt
@@ -232,6 +233,7 @@ def done(session: Session) -> dict[str, Any]:
                         author_ident=_author_ident(session), note=note)
     ctx.update(lambda rec: rec.model_copy(update={"qa_attempts": [*rec.qa_attempts, attempt]}),
                f"done {ctx.task_id}: {'passed' if passed else 'failed'}")
+    crash_point("attempt-recorded")
     result: dict[str, Any] = {"task_id": ctx.task_id, "passed": passed, "tree": tree,
                               "results": [r.to_json() for r in results]}
     if note:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import lifecycle
+from .crash import crash_point
 from .errors import LanesError, refused, usage
 from .ids import check_id
 from .lanehost import LocalLanes
@@ -262,6 +263,7 @@ def resume(s: Session, slug: str, restart: list[str], delegate: bool | None,
         if delegate is not None:
             parts.append("delegation " + ("granted" if delegate else "withdrawn"))
         tx.write("resumed" + (": " + ", ".join(parts) if parts else ""), stamp=False)
+        crash_point("resume-recorded")
     _drop_lane_records(s, slug, archived)
     return tx.record
 
@@ -307,6 +309,7 @@ def retire(s: Session, slug: str, confirm: Callable[[str], bool]) -> BatchRecord
     with s.transaction(slug, "retire", expect=snap.commit) as tx:
         tx.record.batch_state = "superseded"
         tx.write(f"retired: {rec.batch_state} -> superseded")
+        crash_point("retire-recorded")
     return tx.record
 
 

@@ -286,12 +286,12 @@ def start(s: Session, slug: str, o: StartOptions, confirm: Callable[[str], bool]
             raise refused("batch_confirmation_declined", "nothing was written")
         record = build_record(s, p)
         tx.write(f"batch {record.batch_id} started", record=record, new_line=True, stamp=False)
-    crash_point("start-record-written")
+    crash_point("record-written")
     git = s.git
     branch = BatchBranch(slug)
     if not p.continues:
         git.refs.create(branch.ref, p.head, f"git-lanes: start {record.batch_id}")
-    crash_point("start-branch-created")
+    crash_point("branch-created")
     if o.worktree:
         git.work.add(p.coordinator, branch.name)
     elif not p.continues:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from ..checks import child_env, failure_line, status_text
+from ..crash import crash_point
 from ..errors import LanesError
 from ..procs import Group
 from ..session import Session
@@ -191,6 +192,7 @@ class Sessions:
             if exc.code == "nothing_to_deliver":
                 return "delivered nothing"
             raise
+        crash_point("session-done")
         sess.delivered = True
         _log_done(sess.log_path, doc)
         return "done: " + verdict(doc["passed"], doc["results"], doc.get("note"))

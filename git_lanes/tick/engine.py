@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..crash import crash_point
 from ..gitio import RefRaceError, trailers
 from ..model import parse_time
 
@@ -64,15 +65,17 @@ def move_lane_branch(s: "Session", child: "Child") -> None:
     assert lane is not None and lane.lane_commit
     ref = "refs/heads/" + lane.branch
     tip = s.git.refs.resolve(ref)
-    if tip == lane.lane_commit:
-        return
-    if tip is not None and tip != lane.base_head and tip not in lane.executor_commits:
-        return  # the executor moved on after settling; leave the lane alone (audit reports it)
-    try:
-        s.git.refs.update([(ref, lane.lane_commit, tip)], f"git-lanes: lane commit of {child.task_id}")
-    except RefRaceError:
-        return
-    if lane.path and os.path.isdir(lane.path):   # a lane of another clone refreshes on its own pull (§14)
+    if tip != lane.lane_commit:
+        if tip is not None and tip != lane.base_head and tip not in lane.executor_commits:
+            return  # the executor moved on after settling; leave the lane alone (audit reports it)
+        try:
+            s.git.refs.update([(ref, lane.lane_commit, tip)], f"git-lanes: lane commit of {child.task_id}")
+        except RefRaceError:
+            return
+        crash_point("lane-branch-moved")
+    # refreshed every time the branch is found on its lane commit: a kill between the move and the
+    # refresh must not leave the lane dirty for ever (a lane of another clone refreshes on its pull, §14)
+    if lane.path and os.path.isdir(lane.path):
         s.git.work.refresh_index(lane.path)
 
 

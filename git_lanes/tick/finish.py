@@ -13,6 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from .. import authority, lifecycle
+from ..crash import crash_point
 from ..decisions.admission import admission_refusal
 from ..errors import refused
 from ..gitio import LaneBranch
@@ -195,6 +196,7 @@ def tracker_closes(s: "Session", slug: str, rec: "BatchRecord", actor: str, outc
         if result.status in ("updated", "already_current"):
             closed.append(task_id)
     if closed:
+        crash_point("tracker-closed")
         with s.transaction(slug, actor) as tx:
             if tx.record is not None and tx.record.batch_id == rec.batch_id:
                 for task_id in closed:

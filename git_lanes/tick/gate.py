@@ -67,6 +67,8 @@ def land(t: TickState) -> bool:
             mark_integrated(t, child, cand.commit, pending.results)
             t.events.append(f"integrated {child.task_id}")
     t.write()
+    if child.state == "integrated":
+        crash_point("evidence-recorded")
     return True
 
 

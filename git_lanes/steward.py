@@ -11,6 +11,7 @@ from .errors import LanesError, refused, usage
 from .ids import check_id
 from .model import ArchivedLane
 from .session import Session, lane_branch
+from .store import slug_lock
 from .tick import Outcome, Request, run_tick, status_report
 from .workspace import create_lane, remove_lane
 
@@ -48,10 +49,12 @@ def provision(s: Session, slug: str, task_id: str, path: str | None) -> Outcome:
             remove_lane(s, target, lane_branch(slug, task_id), force=True)
 
 
-def release_handoff(s: Session, handoff: dict[str, Any], keep_branch: bool = False) -> None:
-    """Remove the lane of a release handoff, without a write: the next tick records it `released`
-    (step 4). `release` writes at once; `run` removes lanes between its ticks this way."""
-    remove_lane(s, handoff["lane_path"], handoff["lane_branch"], keep_branch)
+def release_handoff(s: Session, handoff: dict[str, Any], keep_branch: bool = False, *, slug: str) -> None:
+    """Remove the lane of a release handoff, under the slug's lock (a command that listed it never
+    meets it half removed), without a write: the next tick records it `released` (step 4). `release`
+    writes at once; `run` removes lanes between its ticks this way."""
+    with slug_lock(s.git, slug, warn=s.warn):
+        remove_lane(s, handoff["lane_path"], handoff["lane_branch"], keep_branch)
 
 
 def _removed(task_id: str, path: str, branch: str, keep_branch: bool, **extra: Any) -> dict[str, Any]:
@@ -67,15 +70,39 @@ def release(s: Session, slug: str, task_id: str, keep_branch: bool = False) -> d
         raise usage(f"{task_id} is not a child of batch {report['batch_id']}")
     handoff = _handoff(report, "release", task_id)
     if handoff is None:
-        restarted = release_restarted(s, slug, task_id, keep_branch)
-        if restarted is not None:
-            return {"released": [restarted]}
+        done = release_restarted(s, slug, task_id, keep_branch) or _release_interrupted(s, slug, task_id, keep_branch)
+        if done is not None:
+            return {"released": [done]}
         raise refused("batch_lane_release_refused", f"{task_id} has no release handoff (it is "
                                                     f"{_state_of(report, task_id)}; only an integrated, clean lane "
                                                     "on its branch is released)")
-    release_handoff(s, handoff, keep_branch)
-    _record(s, slug, released=[task_id])
+    with s.transaction(slug, "release") as tx:
+        remove_lane(s, handoff["lane_path"], handoff["lane_branch"], keep_branch)
+        child = tx.record.child(task_id)
+        if child is not None and child.state == "integrated":
+            lifecycle.release(child)
+        tx.write(f"released {task_id}")
     return {"released": [_removed(task_id, handoff["lane_path"], handoff["lane_branch"], keep_branch)]}
+
+
+def _release_interrupted(s: Session, slug: str, task_id: str, keep_branch: bool) -> dict[str, Any] | None:
+    """A release killed after it removed the worktree: the branch (still on its lane commit) goes, and
+    the child is recorded `released` — the same end as a release that was not interrupted."""
+    with s.transaction(slug, "release") as tx:
+        child = tx.record.child(task_id) if tx.record else None
+        lane = child.lane if child is not None else None
+        if lane is None or lane.remote is not None or child.state not in ("integrated", "released") \
+                or s.worktrees(refresh=True).on("refs/heads/" + lane.branch) is not None:
+            return None
+        tip = s.git.refs.resolve("refs/heads/" + lane.branch)
+        if tip is not None and tip != lane.lane_commit:
+            return None
+        if tip is not None and not keep_branch:
+            s.git.refs.delete("refs/heads/" + lane.branch, tip, "git-lanes: release lane")
+        if child.state == "integrated":
+            lifecycle.release(child)
+        tx.write(f"released {task_id}")
+    return _removed(task_id, lane.path, lane.branch, keep_branch)
 
 
 def release_integrated(s: Session, slug: str, handoffs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -84,7 +111,7 @@ def release_integrated(s: Session, slug: str, handoffs: list[dict[str, Any]]) ->
     removed, failed = [], []
     for h in handoffs:
         try:
-            release_handoff(s, h)
+            release_handoff(s, h, slug=slug)
             removed.append(_removed(h["task_id"], h["lane_path"], h["lane_branch"], False))
         except LanesError as exc:
             failed.append({"task_id": h["task_id"], "path": h["lane_path"], "reason": exc.message})

@@ -10,6 +10,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from .checks import CheckResult, child_env, last_lines, run_command, status_text, tail_lines
+from .crash import crash_point
 from .errors import LanesError, refused, usage
 from .gitio import LaneBranch, RefRaceError
 from .ids import shell_syntax_problem
@@ -106,20 +107,22 @@ def create_lane(s: "Session", slug: str, task_id: str, base: str, batch_id: str,
     """
     branch = LaneBranch(slug, task_id)
     if s.git.refs.resolve(branch.ref) is not None:
-        raise refused("batch_lane_branch_exists", f"{branch.name} exists already; release it first "
-                                                  f"(git lanes release {task_id} --slug {slug})")
+        _clear_leftover(s, branch, base, task_id, slug)
     setup_command(s)   # shell syntax in it: refused before anything is created
     target = os.path.abspath(path) if path else default_lane_path(s, slug, task_id)
+    _clear_half_made(s, target, branch)
     if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
         raise usage(f"--path: {target} exists and is not empty")
     try:
         s.git.refs.create(branch.ref, base, f"git-lanes: provision {task_id}")
     except RefRaceError:
         raise refused("batch_lane_branch_exists", f"{branch.name} was created meanwhile") from None
+    crash_point("lane-branch-created")
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         s.git.work.add(target, branch.name)
         s.worktrees(refresh=True)
+        crash_point("worktree-added")
         copy_ignored(s, coordinator or s.git.toplevel or s.git.cwd, target)
         result = run_setup(s, target, slug=slug, batch_id=batch_id, task_id=task_id)
     except BaseException:
@@ -129,6 +132,33 @@ def create_lane(s: "Session", slug: str, task_id: str, base: str, batch_id: str,
         _undo(s, target, branch)
         raise refused("batch_lane_setup_failed", setup_failure(result))
     return target
+
+
+def _clear_leftover(s: "Session", branch: LaneBranch, base: str, task_id: str, slug: str) -> None:
+    """The lane of a provision that was killed before its offer (the child is still pending, so nothing
+    was ever admitted in it): removed, so the provision starts afresh. A branch with commits of its own,
+    or a worktree with changes, is someone's work: refused, untouched."""
+    tip = s.git.refs.resolve(branch.ref)
+    wt = s.worktrees(refresh=True).on(branch.ref)
+    half_made = wt is not None and wt.locked == "initializing"
+    own_work = tip != base and not s.git.odb.is_ancestor(tip, base)
+    dirty = wt is not None and not half_made and not s.git.work.is_clean(wt.path)
+    if own_work or dirty:
+        raise refused("batch_lane_branch_exists", f"{branch.name} exists already, with work of its own; release it "
+                                                  f"first (git lanes release {task_id} --slug {slug})")
+    s.warn(f"removing the lane {branch.name} an interrupted provision left" + (f" at {wt.path}" if wt else ""))
+    remove_lane(s, wt.path if wt is not None else "", branch.name, force=True)
+
+
+def _clear_half_made(s: "Session", target: str, branch: LaneBranch) -> None:
+    """A `git worktree add` killed before it checked out leaves the worktree at `target` registered,
+    locked `initializing`, with no HEAD of its own yet (or our branch): nothing of anyone's is in it."""
+    wt = s.worktrees().at(target)   # a kill's leftover predates this command: no fresh list needed
+    if wt is None or wt.locked != "initializing" or wt.branch not in (None, branch.ref):
+        return
+    s.warn(f"removing the half-made worktree an interrupted provision left at {target}")
+    s.git.work.remove(target, force=True)
+    s.worktrees(refresh=True)
 
 
 def _undo(s: "Session", target: str, branch: LaneBranch) -> None:
@@ -148,8 +178,10 @@ def remove_lane(s: "Session", path: str, branch: str, keep_branch: bool = False,
     else:
         s.git.work.prune()
     s.worktrees(refresh=True)
+    crash_point("worktree-removed")
     if not keep_branch and tip is not None:
         s.git.refs.delete("refs/heads/" + branch, tip, "git-lanes: release lane")
+        crash_point("branch-deleted")
     if path:
         remove_empty_parents(s, path)
 

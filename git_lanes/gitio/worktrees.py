@@ -33,6 +33,7 @@ class Worktree:
     branch: str | None  # full ref name, e.g. refs/heads/imm/demo; None when detached
     bare: bool = False
     prunable: bool = False
+    locked: str | None = None   # the lock's reason ("initializing": a `git worktree add` that never finished)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class WorktreeList(list):
 
 
 LIST_TRIES = 14   # about a second of 10..140 ms waits
+_TRANSIENT = "failed to read "   # another worktree's metadata, half written by a concurrent `worktree add`
 
 
 class WorkingTrees:
@@ -122,17 +124,32 @@ class WorkingTrees:
                     fields[key] = value
             if "worktree" in fields:
                 found.append(Worktree(path=fields["worktree"], head=fields.get("HEAD"), branch=fields.get("branch"),
-                                      bare="bare" in fields, prunable="prunable" in fields))
+                                      bare="bare" in fields, prunable="prunable" in fields,
+                                      locked=fields.get("locked") if "locked" in fields else None))
         return WorktreeList(found)
 
     def add(self, path: str, target: str, *, detach: bool = False) -> None:
-        """`git worktree add` at `path` of a branch (short name) or, detached, a commit."""
-        self._run("worktree", "add", "-q", *(["--detach"] if detach else []), "--end-of-options", path, target)
+        """`git worktree add` at `path` of a branch (short name) or, detached, a commit.
+
+        Git reads every other worktree's metadata first and fails (`failed to read
+        .../commondir`) when another process is adding one at that moment; it has created nothing
+        then, so that failure is retried like the list's."""
+        args = ("worktree", "add", "-q", *(["--detach"] if detach else []), "--end-of-options", path, target)
+        for attempt in range(LIST_TRIES):
+            proc = self._run(*args, check=False)
+            if proc.returncode == 0:
+                return
+            err = proc.stderr.decode("utf-8", "replace")
+            untouched = not os.path.lexists(path) or (os.path.isdir(path) and not os.listdir(path))
+            if not (_TRANSIENT in err and untouched):
+                break
+            time.sleep(0.01 * (attempt + 1))
+        raise GitError(["git", *args], proc.returncode, proc.stderr.decode("utf-8", "replace"))
 
     def remove(self, path: str, *, force: bool = False) -> None:
         """`git worktree remove` (never forced unless asked: a worktree with changes stays and Git says
-        why; `force` only once those changes are kept elsewhere)."""
-        self._run("worktree", "remove", *(["--force"] if force else []), "--end-of-options", path)
+        why; `force` only once those changes are kept elsewhere, and then a locked one goes too)."""
+        self._run("worktree", "remove", *(["--force", "--force"] if force else []), "--end-of-options", path)
 
     def prune(self) -> None:
         self.git.run("worktree", "prune")
@@ -253,6 +270,11 @@ class WorkingTrees:
         """`git merge --ff-only` in `worktree` (Git's own compare-and-swap of its branch)."""
         self._run("-c", "maintenance.auto=false", "merge", "--ff-only", "--no-verify-signatures", "-q", commit,
                   cwd=worktree)
+
+    def index_matches(self, worktree: str, commit: str) -> bool:
+        """Whether the worktree's index holds exactly `commit`'s tree (reads only; no lock taken)."""
+        return self._run("--no-optional-locks", "diff-index", "--cached", "--quiet", commit, "--",
+                         cwd=worktree, check=False).returncode == 0
 
     def switch(self, worktree: str | None, branch: str) -> None:
         self._run("switch", "-q", branch, cwd=worktree)

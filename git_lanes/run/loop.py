@@ -356,7 +356,7 @@ class Driver(Provisioning):
         if task in self.sessions.active:
             return
         try:
-            release_handoff(self.cs, handoff)
+            release_handoff(self.cs, handoff, slug=self.slug)
         except LanesError as exc:
             self.progress.event(f"{task}: lane not released: {exc.message}")
             return

@@ -187,3 +187,21 @@ def test_a_verifier_killed_mid_rerun_leaves_a_candidate_the_next_tick_lands(repo
     report = lanes_json(repo, "tick")[1]
     assert report["batch_state"] == "completed"
     assert len(git(repo, "rev-list", "main..imm/demo").split()) == 1
+
+
+def test_a_fast_forward_killed_after_the_index_write_is_finished_by_the_next_tick(repo):
+    """`merge --ff-only` writes the coordinator's index, then moves the branch: a kill between the
+    two leaves the verified candidate staged on the old head (found by the kill soak)."""
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": check_file("src/a/x")}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    finish(provision(repo, "a"), {"src/a/x": "a"})
+    env = dict(os.environ, GIT_LANES_CRASH_AT="candidate-verified")
+    assert subprocess.run(["git", "lanes", "tick"], cwd=repo, env=env, capture_output=True).returncode != 0
+    cand = lanes_json(repo, "status")[1]["candidate"]
+    git(repo, "read-tree", "-m", "-u", cand["head"], cand["commit"])   # what the merge did before it died
+    assert git(repo, "status", "--porcelain").startswith("A  src/a/x")
+    code, report = lanes_json(repo, "tick")
+    assert code == 0 and report["batch_state"] == "completed", report
+    assert git(repo, "rev-parse", "imm/demo").strip() == cand["commit"]
+    assert git(repo, "status", "--porcelain") == ""
+    assert child(report, "a")["state"] == "integrated" and child(report, "a")["commit"] == cand["commit"]

@@ -18,7 +18,7 @@ import os
 from .. import authority, lifecycle
 from ..decisions.lineage import LineageFacts, classify_lineage
 from ..errors import ExitCode, LanesError
-from ..gitio import short_branch
+from ..gitio import RefRaceError, short_branch
 from ..model import AdoptedHead
 from . import engine
 from .land import mark_integrated
@@ -102,6 +102,27 @@ def ensure_branch(t: TickState) -> None:
         t.s.worktrees(refresh=True)
     wt = t.s.worktree_at(rec.coordinator)    # listed after the lock: its HEAD is current
     t.head = wt.head if wt is not None and wt.head else t.git.rev_parse("HEAD", cwd=rec.coordinator)
+    _finish_fast_forward(t)
+
+
+def _finish_fast_forward(t: TickState) -> None:
+    """A `merge --ff-only` killed after it wrote the coordinator's index but before it moved the
+    branch leaves the verified candidate's tree staged on the old head; move the branch as the
+    merge would have (compare-and-swap), so the adoption of step 3 records it."""
+    cand = t.record.candidate
+    if cand is None or t.head != cand.head or not t.git.odb.has(cand.commit):
+        return
+    if not t.git.work.index_matches(t.record.coordinator, cand.commit) or \
+            t.git.work.index_matches(t.record.coordinator, cand.head):
+        return
+    try:
+        t.git.refs.update([(t.branch.ref, cand.commit, cand.head)], f"git-lanes: finish the fast-forward to "
+                                                                     f"{cand.commit[:12]}")
+    except RefRaceError:
+        return
+    t.head = cand.commit
+    t.s.worktrees(refresh=True)
+    t.s.warn(f"an interrupted fast-forward of {t.record.branch} to {cand.commit[:12]} was finished")
 
 
 def _stop(t: TickState, state: str, reason: str, event: str) -> None:
@@ -132,9 +153,9 @@ def restore_leaks(t: TickState) -> bool:
         if exc.exit_code == ExitCode.REFUSED and exc.code and exc.report is None:
             exc.report = t.reject(exc.code, exc.detail).report
         raise
-    if done is not None:
-        t.record.restores.append(done)
-        t.events.append(f"restored {len(done.paths)} leaked path(s)")
+    for r in done:
+        t.record.restores.append(r)
+        t.events.append(f"restored {len(r.paths)} leaked path(s)")
     return True
 
 

@@ -20,6 +20,7 @@ import stat
 import tempfile
 from typing import Iterable
 
+from .crash import crash_point
 from .decisions.leaks import LaneVersions, LeakFacts, Proven, Version, decide, needs_versions
 from .errors import refused
 from .gitio import quote_path
@@ -201,12 +202,42 @@ def _remove_untracked(coordinator: str, paths: Iterable[str]) -> None:
             folder = os.path.dirname(folder)
 
 
-def restore_leaks(s: Session, record: BatchRecord, at: str) -> Restore | None:
-    """None when the coordinator is clean; refuses `working_tree_unstaged` on anything unprovable."""
+def _orphans(s: Session, record: BatchRecord) -> list[tuple[str, dict]]:
+    """Complete backups of this batch that its record does not list: a tick died between the
+    backup (or the restore) and the write of the record (oldest first)."""
+    root = os.path.join(s.git.common_dir, "lanes", "restores", record.batch_id)
+    known = {r.backup for r in record.restores}
+    found = []
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    for name in names:
+        path = os.path.join(root, name)
+        if name.startswith(".") or path in known:
+            continue
+        try:
+            with open(os.path.join(path, "restore.json"), encoding="utf-8") as f:
+                doc = json.load(f)
+            paths = [RestorePath(**p) for p in doc["paths"]]
+            found.append((path, {"at": str(doc["at"]), "paths": paths, "raw": [p["path"] for p in doc["paths"]]}))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue   # not one of ours, or damaged: left for a human, never adopted
+    return found
+
+
+def restore_leaks(s: Session, record: BatchRecord, at: str) -> list[Restore]:
+    """The restores of this tick (none when the coordinator is clean and no backup is unrecorded);
+    refuses `working_tree_unstaged` on anything unprovable.
+
+    A backup left unrecorded by a tick that died is adopted: recorded as it is when the
+    coordinator was already put back, reused (no second backup) when the coordinator still holds
+    exactly the bytes it saved."""
     coordinator = record.coordinator
+    orphans = _orphans(s, record)
     entries = s.git.status(cwd=coordinator)
     if not entries:
-        return None
+        return [Restore(at=doc["at"], backup=path, paths=doc["paths"]) for path, doc in orphans]
     facts, reader = gather(s, record, entries)
     verdict = decide(facts)
     if verdict.refusal is not None:
@@ -215,14 +246,29 @@ def restore_leaks(s: Session, record: BatchRecord, at: str) -> Restore | None:
     proven = list(verdict.proven)
     head = s.git.rev_parse("HEAD", cwd=coordinator)
     assert head is not None
-    backup = write_backup(s, record, at, head, proven)
+    done: list[Restore] = []
+    backup = None
+    for path, doc in orphans:
+        same = (sorted(doc["raw"]) == sorted(quote_path(p.path) for p in proven)
+                and all(reader.on_disk(os.path.join(path, "files"), p.path) == reader.on_disk(coordinator, p.path)
+                        for p in proven))
+        if same and backup is None:
+            backup, at = path, doc["at"]
+        else:
+            done.append(Restore(at=doc["at"], backup=path, paths=doc["paths"]))
+    ours = backup is None
+    if backup is None:
+        backup = write_backup(s, record, at, head, proven)
+    crash_point("leak-backed-up")
     seen = {f.path: f.current for f in facts}
     for p in proven:  # an executor still writing: keep what the backup does not hold
         if reader.on_disk(coordinator, p.path) != seen[p.path]:
-            shutil.rmtree(backup, ignore_errors=True)
+            if ours:
+                shutil.rmtree(backup, ignore_errors=True)
             raise refused("working_tree_unstaged", f"{quote_path(p.path)}: it changed while git-lanes was restoring it; "
                                                    "tick again")
     _remove_untracked(coordinator, [p.path for p in proven if p.kind == "untracked"])
     s.git.work.checkout_paths(coordinator, [p.path for p in proven if p.kind == "modified"])
-    return Restore(at=at, backup=backup,
-                   paths=[RestorePath(path=quote_path(p.path), kind=p.kind, lane_task_id=p.lane_task_id) for p in proven])
+    crash_point("leak-restored")
+    return [*done, Restore(at=at, backup=backup, paths=[RestorePath(path=quote_path(p.path), kind=p.kind,
+                                                                    lane_task_id=p.lane_task_id) for p in proven])]

@@ -58,7 +58,9 @@ def parse_time(stamp: str) -> _dt.datetime:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=False, populate_by_name=True, defer_build=True)
+    # A field this build does not know (written by a newer one) is kept, not refused: SPEC §4 "a v1
+    # reader ignores what it does not know", and nothing is lost when this build rewrites the record.
+    model_config = ConfigDict(extra="allow", validate_assignment=False, populate_by_name=True, defer_build=True)
 
 
 # The optional fields added within contract v1 (SPEC §4, §5, §14 v3): left out while unset, so a record

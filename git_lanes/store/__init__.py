@@ -12,8 +12,8 @@ from ..gitio import LANE_RECORD_PREFIX as LANE_REF
 from .batch import BatchStore, Snapshot, Transaction
 from .evidence import EvidenceNotes
 from .lanes import LaneStore
-from .layout import CorruptRecord
+from .layout import CorruptRecord, record_from_files
 from .locks import Held, evidence_lock, flock_try, is_held, lane_lock, slug_lock, verify_lock_path
 
 __all__ = ["BATCH_REF", "EVIDENCE_REF", "LANE_REF", "BatchStore", "Snapshot", "Transaction", "EvidenceNotes",
-           "LaneStore", "CorruptRecord", "Held", "evidence_lock", "flock_try", "is_held", "lane_lock", "slug_lock", "verify_lock_path"]
+           "LaneStore", "CorruptRecord", "record_from_files", "Held", "evidence_lock", "flock_try", "is_held", "lane_lock", "slug_lock", "verify_lock_path"]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..errors import LanesError, refused
 from ..gitio import BATCH_RECORD_PREFIX, RefRaceError, batch_record_ref, trailers
-from .layout import CorruptRecord, batch_files, one_line, record_data
+from .layout import CorruptRecord, batch_files, record_from_files
 from .locks import slug_lock
 
 if TYPE_CHECKING:
@@ -55,7 +55,6 @@ class BatchStore:
 
     def read(self, slug: str, commit: str | None = None) -> Snapshot | None:
         """The latest record of the slug (or the one at `commit`), None when there is none."""
-        from ..model import BatchRecord
 
         tip = commit or self.git.refs.resolve(self.ref(slug))
         if tip is None:
@@ -67,12 +66,7 @@ class BatchStore:
             files = {path: odb.blob(oid) for path, oid in blobs.items()}
         except LanesError as exc:
             raise CorruptRecord(f"corrupt batch record of {slug} at {tip}: {exc.detail}") from None
-        try:
-            record = BatchRecord.model_validate(record_data(files))
-        except CorruptRecord:
-            raise
-        except ValueError as exc:
-            raise CorruptRecord(f"corrupt batch record of {slug} at {tip}: {one_line(exc)}") from None
+        record = record_from_files(files, f" of {slug} at {tip}")
         return Snapshot(record=record, commit=tip, tree=tree, blobs=blobs)
 
     def write(self, snap: Snapshot | None, record: "BatchRecord", *, summary: str, actor: str,

@@ -40,6 +40,19 @@ class EvidenceNotes:
         except LanesError as exc:
             raise CorruptRecord(f"corrupt evidence notes at {tip}: {exc.detail}") from None
 
+    def check(self) -> None:
+        """Raise CorruptRecord unless the notes ref is absent or a commit whose tree is there: a
+        tick looks before it writes anything, so a broken ref stops it with nothing changed."""
+        tip = self.git.refs.resolve(EVIDENCE_REF)
+        if tip is None:
+            return
+        try:
+            kind = self.git.odb.kind(self.git.odb.commit(tip).tree)
+        except LanesError as exc:
+            raise CorruptRecord(f"corrupt evidence notes at {tip}: {exc.detail}") from None
+        if kind != "tree":
+            raise CorruptRecord(f"corrupt evidence notes at {tip}: its tree is missing")
+
     def read(self, commit: str) -> dict[str, Any] | None:
         _, present = self._present(self.git.refs.resolve(EVIDENCE_REF))
         oid = present.get(commit)

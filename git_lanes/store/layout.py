@@ -105,5 +105,16 @@ def record_data(files: dict[str, bytes]) -> dict[str, Any]:
         if "final_verification.json" in files:
             data["final_verification"] = _object(files["final_verification.json"], "final_verification.json")
         return data
-    except (KeyError, ValueError, TypeError, UnicodeDecodeError) as exc:
+    except (KeyError, ValueError, TypeError, AttributeError, RecursionError) as exc:
         raise CorruptRecord(f"corrupt batch record: {one_line(exc)}") from None
+
+
+def record_from_files(files: dict[str, bytes], where: str = ""):
+    """The validated BatchRecord of a record tree's files, or CorruptRecord naming the field."""
+    from ..model import BatchRecord
+
+    data = record_data(files)
+    try:
+        return BatchRecord.model_validate(data)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise CorruptRecord(f"corrupt batch record{where}: {one_line(exc)}") from None

@@ -100,6 +100,7 @@ def _locked(t: TickState, steps: Sequence[Step]) -> Outcome:
     if rec.terminal:
         finish.terminal(t)
         return finish.report(t)
+    t.s.evidence.check()   # a broken notes ref stops the tick before it writes anything
     guard = repair.guards(t)
     if guard:
         return guard

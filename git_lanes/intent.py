@@ -161,13 +161,34 @@ def validation_error(path: str, exc: ValidationError) -> LanesError:
     return usage(f"{path}: {_field_name(first['loc'])}: {_reason(first)}")
 
 
+MAX_DEPTH = 32   # no plan file needs more than a few levels; deeper nesting is refused, not recursed into
+
+
+def _too_deep(doc: Any) -> bool:
+    stack = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return True
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return False
+
+
 def load_toml(path: str, data: bytes) -> dict[str, Any]:
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        doc = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise usage(f"{path}: not valid UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise usage(f"{path}: invalid TOML: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        doc = None
+    if doc is None or _too_deep(doc):
+        raise usage(f"{path}: invalid TOML: nested more than {MAX_DEPTH} levels deep")
+    return doc
 
 
 def intent_doc_hash(doc: Mapping[str, Any]) -> str:

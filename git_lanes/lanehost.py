@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from .decisions.admission import LaneFacts
-from .gitio import LaneBranch
+from .gitio import LaneBranch, quote_path
 from .model import Lane, RemoteLocator, parse_time
 from .session import Session
 from .store import CorruptRecord
@@ -104,11 +104,19 @@ class Offer:
 
     def where(self) -> dict[str, Any]:
         if self.claim is None:
-            return {"path": os.path.realpath(self.path or "")}
+            return {"path": quote_path(os.path.realpath(self.path or ""))}
         return {"path": None, "remote": {"clone_id": self.claim.clone_id, "host": self.claim.host}}
 
 
 # -- lanes that are worktrees of this repository -------------------------------------------------------------
+
+def _utf8(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
 
 class LocalLanes:
     """Lanes that are linked worktrees of this repository (asked by path)."""
@@ -132,7 +140,14 @@ class LocalLanes:
         key = (path, head)
         if head is not None and key in _CLEAN:
             return True
-        clean = worktree_clean(self.git, path)
+        from .gitio import GitError
+
+        try:
+            clean = worktree_clean(self.git, path)
+        except GitError:
+            if os.path.lexists(os.path.join(path, ".git")):
+                raise
+            return False   # removed meanwhile (a release racing a reader): nothing there to call clean
         if clean and head is not None:
             _CLEAN.add(key)
         return clean
@@ -146,6 +161,9 @@ class LocalLanes:
               occupied: Callable[[str], str | None]) -> LaneFacts:
         """Gather the admission facts of §6.1 from Git alone, stopping at the first failure."""
         real = os.path.realpath(path)
+        if not _utf8(real):
+            # a name that is not UTF-8 can be neither recorded nor reported: never a lane of ours
+            return LaneFacts(real, False, False, None, None, False, True, None)
         wt = self.s.worktree_at(real) if os.path.isdir(real) else None
         is_root = wt is not None and os.path.realpath(wt.path) == real and not wt.bare
         if not is_root:

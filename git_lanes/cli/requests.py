@@ -15,7 +15,7 @@ from .options import json_option, session, slug_option, task_arg
 @task_arg
 @slug_option
 @click.option("--message", "-m", default=None, help="The text.")
-@click.option("--file", "file", type=click.File("r", encoding="utf-8"), default=None, help="Read the text from F.")
+@click.option("--file", "file", type=click.File("rb"), default=None, help="Read the text from F ('-': standard input).")
 @click.option("--kind", type=click.Choice(["instruction", "correction"]), default="instruction", show_default=True)
 @click.option("--session-state", type=click.Choice(["idle", "working", "blocked", "done"]), required=True,
               help="The lane session's state as you observed it.")
@@ -28,7 +28,13 @@ def instruct_cmd(task, slug, message, file, kind, session_state, as_json) -> Non
 
     if (message is None) == (file is None):
         raise usage("give exactly one of --message and --file")
-    text = message if message is not None else file.read()
+    if message is None:
+        try:
+            text = file.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise usage(f"--file {file.name}: not valid UTF-8 (byte {exc.start})") from None
+    else:
+        text = message
     req = parse_instruction({"task_id": task, "kind": kind, "text": text, "session_state": session_state})
     s = session()
     render.outcome(run_tick(s, s.choose_slug(slug), Request(instruction=req, actor="instruct")), as_json)
@@ -44,6 +50,8 @@ def instruct_cmd(task, slug, message, file, kind, session_state, as_json) -> Non
 def review_cmd(task, slug, approve, reject, message, as_json) -> None:
     """Give a review verdict on a lane whose intent asks for one."""
     from ..errors import usage
+    from ..ids import check_id
+    from ..status import check_tasks
     from ..tick import Request, run_tick
 
     if approve and reject:
@@ -51,9 +59,11 @@ def review_cmd(task, slug, approve, reject, message, as_json) -> None:
     if not (approve or reject):
         raise usage("give --approve or --reject")
     verdict = "approve" if approve else "reject"
+    check_id(task, "task id")
     s = session()
-    render.outcome(run_tick(s, s.choose_slug(slug), Request(review=(task, verdict, message), actor="review")),
-                   as_json)
+    slug = s.choose_slug(slug)
+    check_tasks(s, slug, [task])
+    render.outcome(run_tick(s, slug, Request(review=(task, verdict, message), actor="review")), as_json)
 
 
 @cli.command("revise")

@@ -104,7 +104,7 @@ def demo(directory: str | None, *, as_json: bool = False, out: Callable[[str], N
     from ..errors import usage
     from ..gitio import local_env_vars
     from ..session import Session
-    from ..start import StartOptions
+    from ..start import StartOptions, new_directory
     from . import run
 
     def note(text: str) -> None:
@@ -116,10 +116,11 @@ def demo(directory: str | None, *, as_json: bool = False, out: Callable[[str], N
     if directory is None:
         home = tempfile.mkdtemp(prefix="git-lanes-demo-")
     else:
-        home = os.path.abspath(directory)
-        if os.path.exists(home) and (not os.path.isdir(home) or os.listdir(home)):
-            raise usage(f"{directory}: exists and is not an empty directory")
-        os.makedirs(home, exist_ok=True)
+        home = new_directory(directory, "DIR")
+        try:
+            os.makedirs(home, exist_ok=True)
+        except OSError as exc:
+            raise usage(f"DIR: {directory} cannot be created: {exc.strerror}") from None
     home = os.path.realpath(home)
     # everything the demo makes stays under DIR (SPEC §13 v3): the project, its lanes, the session logs
     root, lanes, logs = (os.path.join(home, name) for name in (SLUG, "lanes", "logs"))

@@ -9,7 +9,7 @@ from typing import Any
 from ..decisions.admission import MAX_OFFERS, MAX_PATH_BYTES
 from ..decisions.instruction import InstructionRequest
 from ..errors import LanesError, usage
-from ..ids import check_id, require_utf8
+from ..ids import check_id
 
 
 @dataclass
@@ -50,7 +50,6 @@ def parse_offers(raw: list[str], cwd: str) -> list[tuple[str, str]]:
             raise usage(f"invalid lane_offers: {exc.detail}") from None
         if len(path.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
             raise usage(f"invalid lane_offers: path of {task} is longer than {MAX_PATH_BYTES} bytes")
-        require_utf8(path, f"invalid lane_offers: path of {task}")
         if task in seen:
             raise usage(f"invalid lane_offers: {task} offered twice")
         seen.add(task)

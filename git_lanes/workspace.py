@@ -137,17 +137,24 @@ def create_lane(s: "Session", slug: str, task_id: str, base: str, batch_id: str,
 def _clear_leftover(s: "Session", branch: LaneBranch, base: str, task_id: str, slug: str) -> None:
     """The lane of a provision that was killed before its offer (the child is still pending, so nothing
     was ever admitted in it): removed, so the provision starts afresh. A branch with commits of its own,
-    or a worktree with changes, is someone's work: refused, untouched."""
+    or a worktree with changes (files missing aside: a removal killed half-way), is someone's work:
+    refused, untouched."""
     tip = s.git.refs.resolve(branch.ref)
     wt = s.worktrees(refresh=True).on(branch.ref)
-    half_made = wt is not None and wt.locked == "initializing"
+    half_made = wt is not None and (wt.locked == "initializing" or not os.path.isdir(wt.path))
     own_work = tip != base and not s.git.odb.is_ancestor(tip, base)
-    dirty = wt is not None and not half_made and not s.git.work.is_clean(wt.path)
+    dirty = wt is not None and not half_made and not _half_removed(s, wt.path)
     if own_work or dirty:
         raise refused("batch_lane_branch_exists", f"{branch.name} exists already, with work of its own; release it "
                                                   f"first (git lanes release {task_id} --slug {slug})")
     s.warn(f"removing the lane {branch.name} an interrupted provision left" + (f" at {wt.path}" if wt else ""))
     remove_lane(s, wt.path if wt is not None else "", branch.name, force=True)
+
+
+def _half_removed(s: "Session", path: str) -> bool:
+    """Clean, or only missing files (what a `git worktree remove` killed half-way leaves: it deletes the
+    files first, then the registration)."""
+    return all(e.xy == " D" for e in s.git.work.status(path))
 
 
 def _clear_half_made(s: "Session", target: str, branch: LaneBranch) -> None:

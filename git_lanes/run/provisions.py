@@ -63,6 +63,7 @@ class Provisioning:
             elif refusals.get(task) == "batch_lane_unknown_child":
                 self.spares.keep(task, path)      # its slot went to another child meanwhile: keep it
             else:                                  # refused: never admitted, so it holds no work
+                self.progress.event(f"{task}: lane {path} refused: {refusals.get(task, 'not admitted')}")
                 self.track_of(task).provision_failures += 1
                 self.spares.keep(task, path)
                 self.spares.drop(task)

@@ -162,6 +162,9 @@ class Driver(Provisioning):
             try:
                 vs = Session(cwd=self.coordinator)
                 while pending is not None:
+                    if self.interrupted.is_set():   # Ctrl-C: no new verification; the candidate stays recorded
+                        pending.held.release()
+                        return
                     outcome, pending = verify(vs, self.slug, Request(actor="run"), pending, self.interrupted.is_set)
                     if outcome is not None:
                         self.sessions.post(Landed(outcome.report))

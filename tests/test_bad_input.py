@@ -12,14 +12,12 @@ Each case runs one `git lanes` command and asserts, from the SPEC:
   the repository either).
 
 Cases run in-process (`helpers.lanes`) for speed; those whose arguments carry bytes that are not
-UTF-8 or lone surrogates, and a sample of the others, run the real executable. Cases the product
-gets wrong today are strict xfails naming issue 13.
+UTF-8 or lone surrogates, and a sample of the others, run the real executable.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import json
 import os
 import re
@@ -33,9 +31,6 @@ from adversary import (SLUG, World, child, child_path, deliver, lanes_proc, poin
                        step, toml)
 from conftest import git
 from helpers import lanes as lanes_inprocess
-
-ISSUE13 = "issue 13: "
-
 
 # -- TOML plan files --------------------------------------------------------------------------------------
 
@@ -789,70 +784,14 @@ def tamper_cases() -> list[Case]:
     return c
 
 
-# What today's product gets wrong (strict: each starts passing, and must be un-marked, once fixed).
-SHELL = "shell syntax outside quotes in a check is not refused (SPEC §2 v3)"
-TAMPER = "a tampered record crashes with an internal error instead of a corrupt-record error (SPEC §16: 128)"
-SURROGATE = "a lone surrogate or a byte that is not UTF-8 in an argument or --file crashes (internal error)"
-UNKNOWN_TASK = "a task id the batch does not have is not a usage error (SPEC §6: exit 2)"
-XFAILS = {
-    "plan-file/check-shell-*": SHELL,
-    "plan-file/final-check-control-char/plan": "plan accepts a final check that start refuses (SPEC §2.1)",
-    "plan-file/final-check-escape-char/plan": "plan accepts a final check that start refuses (SPEC §2.1)",
-    "slug-*/start": "start creates its lock file before it validates the slug: a file outside "
-                    ".git/lanes/locks/ (even outside the repository), or a crash for 'a/b'",
-    "task-*/review": UNKNOWN_TASK,
-    "task-*/integrate": UNKNOWN_TASK,
-    "option/unknown-task/integrate": UNKNOWN_TASK,
-    "option/mutex/review-approve-reject": "mutually exclusive options given together are accepted (SPEC §6: exit 2)",
-    "option/mutex/aliases-install-uninstall": "mutually exclusive options given together are accepted "
-                                              "(SPEC §6: exit 2)",
-    "option/unknown-slug/log": "an unknown slug is not a usage error (SPEC §6: exit 2)",
-    "option/unknown-slug/audit": "an unknown slug is not a usage error (SPEC §6: exit 2)",
-    "refusal/resume-running": "resume of a running batch naming no task is a refusal, not a usage error "
-                              "(SPEC §6 v3: exit 2)",
-    "worktree/a-file": "start --worktree FILE crashes (NotADirectoryError)",
-    "worktree/unwritable": "start --worktree with an unusable path fails in Git after writing the record",
-    "setup-command/shell-syntax": "shell syntax in lanes.setupCommand is not refused (SPEC §2 v3)",
-    "instruct-json/nested-*": "deeply nested --instruct JSON crashes (RecursionError)",
-    "instruct-json/escaped-lone-surrogate": SURROGATE,
-    "instruct-json/raw-lone-surrogate": SURROGATE,
-    "instruct-json/not-utf8": SURROGATE,
-    "instruct/file-not-utf8": SURROGATE,
-    "instruct/message-not-utf8": SURROGATE,
-    "instruct/message-lone-surrogate": SURROGATE,
-    "demo/impossible-folder": "demo into an impossible folder crashes (FileNotFoundError)",
-    "tamper/unknown-*field-ignored/status": "a record field this build does not know makes the record corrupt "
-                                            "(SPEC §4: a v1 reader ignores what it does not know)",
-    "tamper/child-string/*": TAMPER,
-    "tamper/child-null/*": TAMPER,
-    "tamper/non-utf8-name/*": TAMPER,
-    "tamper/base-head-option/status": TAMPER,
-    "tamper/evidence-ref-*/tick": TAMPER,
-    "tamper/lane-json-array/*": TAMPER,
-    "tamper/lane-json-string/*": TAMPER,
-}
-
 ALL: list[Case] = [*plan_cases(), *option_cases(), *id_cases(), *offer_cases(), *instruct_json_cases(),
                    *instruct_cases(), *revision_cases(), *demo_cases(), *tamper_cases()]
 # a sample of the in-process cases also runs the real executable (through `git lanes`)
 SAMPLE = {case.id for case in ALL[::80]}
 
 
-def known_failure(case_id: str) -> str | None:
-    for pattern, reason in XFAILS.items():
-        if fnmatch.fnmatchcase(case_id, pattern):
-            return ISSUE13 + reason
-    return None
-
-
 def params() -> list[Any]:
-    out = []
-    for case in ALL:
-        case = dataclasses.replace(case, real=case.real or case.id in SAMPLE)
-        reason = known_failure(case.id)
-        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-        out.append(pytest.param(case, id=case.id, marks=marks))
-    return out
+    return [pytest.param(dataclasses.replace(case, real=case.real or case.id in SAMPLE), id=case.id) for case in ALL]
 
 
 def test_the_table_is_big_enough():
@@ -883,8 +822,6 @@ def clean_exit(proc, allowed: tuple[int, ...]) -> None:
     assert proc.code in allowed, proc
 
 
-@pytest.mark.xfail(strict=True, reason=ISSUE13 + "a refused tick after the batch branch was deleted recreates it at "
-                                                 "base_head and rewrites the coordinator's index (SPEC §7, §16)")
 def test_a_refused_tick_after_the_batch_branch_was_deleted_writes_nothing(worlds):
     w = hostile(worlds, "delivered")
     step(w.repo, "tick")
@@ -895,8 +832,6 @@ def test_a_refused_tick_after_the_batch_branch_was_deleted_writes_nothing(worlds
     assert (git(w.repo, "for-each-ref"), git(w.repo, "status", "--porcelain")) == before
 
 
-@pytest.mark.xfail(strict=True, reason=ISSUE13 + "a provision whose offer the tick refuses leaves its branch and "
-                                                 "worktree behind (SPEC §6 provision)")
 def test_a_refused_provision_leaves_nothing_behind(worlds):
     w = hostile(worlds)
     # a setup that passes but leaves an untracked file: the offer is refused batch_lane_dirty
@@ -911,8 +846,6 @@ def test_a_refused_provision_leaves_nothing_behind(worlds):
     assert not any(w.lanes.rglob("tests")), "the lane folder stayed"
 
 
-@pytest.mark.xfail(strict=True, reason=ISSUE13 + "GIT_ICASE_PATHSPECS=1 makes the scope check case-insensitive "
-                                                 "(SPEC §8 v3)")
 def test_git_icase_pathspecs_never_widens_a_scope(worlds):
     w = hostile(worlds)
     lane = lane_path(w, "core")
@@ -926,8 +859,6 @@ def test_git_icase_pathspecs_never_widens_a_scope(worlds):
     assert "SRC/CORE/evil.txt" not in git(w.repo, "ls-tree", "-r", "--name-only", "imm/adv")
 
 
-@pytest.mark.xfail(strict=True, reason=ISSUE13 + "GIT_LITERAL_PATHSPECS=1 parks every in-scope delivery "
-                                                 "(SPEC §8 v3)")
 def test_git_literal_pathspecs_never_parks_an_in_scope_delivery(worlds):
     w = hostile(worlds)
     lane = lane_path(w, "core")
@@ -944,8 +875,6 @@ def blobs_text(repo: Path, ref: str) -> str:
     return "".join(git(repo, "cat-file", "-p", f"{ref}:{n}") for n in names)
 
 
-@pytest.mark.xfail(strict=True, reason=ISSUE13 + "a check that prints GITHUB_TOKEN puts the token into done --json, "
-                                                 "the lane record and the evidence note (SPEC §2.1 v3)")
 def test_a_secret_a_check_prints_is_never_recorded(worlds):
     w = hostile(worlds, "token")
     lane = lane_path(w, "core")
@@ -963,8 +892,6 @@ def test_a_secret_a_check_prints_is_never_recorded(worlds):
     assert "token: ***" in done.out
 
 
-@pytest.mark.xfail(strict=True, reason=ISSUE13 + "an edited plan_digest in the record goes unnoticed (SPEC §7 C.1, "
-                                                 "§10.2: nothing else changes plan_digest)")
 def test_an_edited_plan_digest_stops_the_batch(worlds):
     w = hostile(worlds)
     tamper_batch_field(plan_digest="sha256:" + "0" * 64)(w)
@@ -974,8 +901,6 @@ def test_an_edited_plan_digest_stops_the_batch(worlds):
     assert rec["batch_state"] == "needs_human" and rec["reason"].startswith("plan_changed"), rec["reason"]
 
 
-@pytest.mark.xfail(strict=True, reason=ISSUE13 + "a path that is not valid UTF-8, delivered outside its scope by a "
-                                                 "lane, crashes every tick (UnicodeEncodeError) (SPEC §8 v3)")
 def test_a_lane_path_that_is_not_utf8_is_handled_like_any_other(worlds):
     w = hostile(worlds)
     lane = lane_path(w, "core")

@@ -7,14 +7,15 @@ chain core -> api plus the disjoint docs and tests, scripted lane work) is broug
 before the command, saved, and then:
 
 - the **reference**: the command, then the next command(s) a user or driver runs after it;
-- the **named points**: the command dies of SIGKILL at `GIT_LANES_CRASH_AT=<point>`; points the
-  product does not name yet are strict xfails (they pass, and must be un-marked, once it does);
+- the **named points**: the command dies of SIGKILL at `GIT_LANES_CRASH_AT=<point>` (every point
+  `git_lanes/crash.py` lists);
 - the **Git-call sweep**: the command dies of SIGKILL right after each Git call that writes a
   ref, a worktree or an index (and before the first write that follows in-process work), through
   the `killgit` wrapper — so points inside Git writes are reached whether or not they are named.
 
 Each crash is followed by the same next command(s), and the result must equal the reference
-(timestamps and random ids masked: commits compared by subject, `Lanes-Task` and tree), with
+(timestamps and random ids masked: commits compared by subject, `Lanes-Task` and tree; for `run`,
+whose executors' timing decides which of two disjoint tasks lands first, up to that order), with
 one commit per task on `imm/<slug>`, every lane's work kept and `git lanes audit` clean.
 `GIT_LANES_CRASH_FULL=1` also kills before every writing Git call (the long run).
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,10 +38,9 @@ from adversary import (SLUG, TASKS, World, assert_recovered, branch_history, chi
 from conftest import git
 from helpers import check_file
 from killgit import GitCall, KillGit, was_killed
-from test_tracker import ISSUE, TOKEN, gh  # noqa: F401  (the fake GitHub fixture)
+from test_tracker import ISSUE, REPO, TOKEN, gh  # noqa: F401  (the fake GitHub fixture)
 
 FULL = os.environ.get("GIT_LANES_CRASH_FULL") == "1"
-ISSUE13 = "issue 13: "
 
 RESUME_TASKS = [
     {"id": "solo", "scope": ["src/solo"], "check": check_file("src/solo/solo.txt")},
@@ -182,6 +183,7 @@ class Scenario:
     follow: Callable[[World, dict[str, str]], None]
     where: str | None = None            # the task whose lane the command runs in (else the coordinator)
     tasks: list | None = None           # the plan (default: core, api, docs, tests)
+    tracker: str | None = None          # the initiative's `[tracker] github`
     sweep: tuple[int | None, int | None] = (None, None)   # which writing Git calls the sweep kills at (a slice)
     deterministic: bool = True          # one thread: the same Git calls in the same order every time
     before_all: bool = False            # kill before every swept call (in-process work precedes each)
@@ -206,7 +208,8 @@ SCENARIOS = {s.name: s for s in [
     # follows is the tick scenario's)
     Scenario("leak", leaked, ("tick", "--json"), follow_tick, sweep=(0, 3), between=True),
     # the tracker writes last: kill around that write only (one worker: one fake GitHub)
-    Scenario("tracker", tracked, ("tick", "--json"), follow_tick, tasks=TRACKED_TASKS, sweep=(-1, None),
+    Scenario("tracker", tracked, ("tick", "--json"), follow_tick, tasks=TRACKED_TASKS, tracker=REPO,
+             sweep=(-1, None),
              before_all=True, between=True, workers=1),
     Scenario("run", lambda w: None, ("run", SLUG, "--executor", "@EXECUTOR@", "--yes", "--max-parallel", "3"),
              follow_run, deterministic=False, workers=1),
@@ -236,6 +239,8 @@ class Worlds:
         if key not in self.built:
             w = World(self.base / f"{sc.name}-{i}")
             kw = {"tasks": sc.tasks} if sc.tasks else {}
+            if sc.tracker:
+                kw["tracker"] = sc.tracker
             w.build(**kw)
             sc.build(w)
             w.save("pre")
@@ -305,7 +310,7 @@ def crash_then_follow(sc: Scenario, prep: Prepared, setup: Callable[[Prepared], 
     try:
         sc.follow(w, prep.env)
         assert prep.want is not None
-        assert_recovered(w.repo, prep.want, context=where)
+        assert_recovered(w.repo, prep.want, context=where, any_order=not sc.deterministic)
     except AssertionError as exc:
         text = str(exc)
         return text if text.startswith(where) else f"{where}: {text}"
@@ -318,16 +323,10 @@ def no_setup(prep: Prepared) -> None:
 
 # -- named crash points (GIT_LANES_CRASH_AT) -------------------------------------------------------------
 
-def missing(point: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, reason=f"{ISSUE13}crash point {point} not yet named")
-
-
 NAMED = [
-    # (scenario, point): the points `GIT_LANES_CRASH_AT` names today
-    ("tick", "lane-commit-recorded"),
-    ("tick", "fast-forwarded"),
-]
-NOT_YET_NAMED = [
+    # (scenario, point): every point after which Git state has changed, as `GIT_LANES_CRASH_AT` names it
+    ("tick", "lane-commit-recorded"),       # the lane commit is recorded, the lane branch not moved yet
+    ("tick", "fast-forwarded"),             # the batch branch moved, the integration not recorded yet
     ("start", "record-written"),            # the record is written, imm/<slug> does not exist yet
     ("start", "branch-created"),            # imm/<slug> exists, the coordinator is not switched yet
     ("provision", "lane-branch-created"),   # the lane branch exists, no worktree yet
@@ -383,11 +382,6 @@ def test_named_crash_point(worlds, scenario_env, scenario, point):
     _named_point(worlds, scenario_env, scenario, point)
 
 
-@pytest.mark.parametrize("scenario,point", [pytest.param(s, p, marks=missing(p)) for s, p in NOT_YET_NAMED])
-def test_crash_point_not_yet_named(worlds, scenario_env, scenario, point):
-    _named_point(worlds, scenario_env, scenario, point)
-
-
 # -- the Git-call sweep (killgit) ------------------------------------------------------------------------------
 
 # Writes to the scratch worktree (a cache the next rerun rebuilds) are swept in the long run only.
@@ -427,7 +421,10 @@ def sweep(worlds: Worlds, scenario_env, sc: Scenario, mode: str) -> list[str]:
         t.join()
     assert not errors, errors
     labels = [[c.label() for c in p.calls] for p in preps]
-    assert all(x == labels[0] for x in labels), f"{sc.name}: the Git calls differ between two identical worlds"
+    for other in labels[1:]:
+        at = next((i for i, (x, y) in enumerate(zip(labels[0], other)) if x != y), min(len(labels[0]), len(other)))
+        assert other == labels[0], (f"{sc.name}: the Git calls differ between two identical worlds at call {at + 1}: "
+                                    f"{labels[0][at:at + 3]} vs {other[at:at + 3]}")
     todo: queue.Queue[int] = queue.Queue()
     numbers = cases(sc, preps[0].calls, mode)
     assert numbers, f"{sc.name}: no writing Git call to kill at"
@@ -454,38 +451,17 @@ def sweep(worlds: Worlds, scenario_env, sc: Scenario, mode: str) -> list[str]:
     return sorted(problems)
 
 
-def sweep_param(name: str, mode: str, xfail: str | None = None):
-    marks = [pytest.mark.xfail(strict=True, reason=ISSUE13 + xfail)] if xfail else []
-    return pytest.param(name, mode, marks=marks, id=f"{name}-{mode}")
+def sweep_param(name: str, mode: str):
+    return pytest.param(name, mode, id=f"{name}-{mode}")
 
 
-START_NOT_CONTINUED = ("start killed after its record write or after creating imm/<slug> is not continued: the "
-                       "next tick refuses batch_coordinator_off_branch (SPEC §15)")
-RELEASE_NOT_CONTINUED = ("release killed after removing the worktree or the branch cannot be run again: "
-                         "batch_lane_release_refused, the branch stays (SPEC §15)")
-LANE_INDEX_NOT_REFRESHED = ("a tick killed after moving a lane branch to its lane commit never refreshes the lane's "
-                            "index: the lane stays dirty, never released (SPEC §8.2, §15)")
 SWEEPS = [
-    sweep_param("start", "after", START_NOT_CONTINUED),
-    sweep_param("provision", "after", "provision killed after `git worktree add` cannot be run again: "
-                                      "batch_lane_branch_exists (SPEC §15, §6 provision)"),
-    sweep_param("provision", "before", "provision killed after creating the lane branch cannot be run again: "
-                                       "batch_lane_branch_exists (SPEC §15, §6 provision)"),
-    sweep_param("done", "after"),
-    sweep_param("tick", "after", LANE_INDEX_NOT_REFRESHED),
+    *(sweep_param(name, "after") for name in ("start", "provision", "done", "tick", "release", "retire", "resume",
+                                                "leak", "tracker")),
     # the long run also kills before the lane's `git reset`, i.e. right after the lane branch moved
-    sweep_param("tick", "before", LANE_INDEX_NOT_REFRESHED if FULL else None),
-    sweep_param("release", "after", RELEASE_NOT_CONTINUED),
-    sweep_param("retire", "after"),
-    sweep_param("resume", "after"),
-    sweep_param("leak", "after"),
-    sweep_param("leak", "before", "a tick killed after restoring a leak but before recording it loses the "
-                                  "restores[] entry (SPEC §9, §15)"),
-    sweep_param("tracker", "after"),
-    sweep_param("tracker", "before"),
+    *(sweep_param(name, "before") for name in ("provision", "tick", "leak", "tracker")),
     # commands with no in-process write between their Git calls: "before" equals "after the previous call"
-    *([sweep_param("start", "before", START_NOT_CONTINUED), sweep_param("release", "before", RELEASE_NOT_CONTINUED),
-       *(sweep_param(name, "before") for name in ("done", "retire", "resume"))] if FULL else []),
+    *((sweep_param(name, "before") for name in ("start", "release", "done", "retire", "resume")) if FULL else ()),
 ]
 
 
@@ -544,22 +520,9 @@ STALE = [
     Stale("coordinator-index", "tick", lambda p: git_path(p.world.repo, "index.lock"), 61),
     Stale("lane-index", "tick", lambda p: git_path(lane_path(p.world, "core"), "index.lock"), 61),
 ]
-STALE_XFAIL = {
-    "loose-object": "a loose object's .lock left by a kill makes every later tick fail "
-                    "'fatal: internal error: FileLocked'",
-    "batch-record-ref": "a .lock on the batch record ref is removed only after 60 s",
-    "evidence-ref": "a .lock on refs/notes/lanes/evidence is never removed",
-    "lane-record-ref": "a .lock on a lane record ref stops every done",
-    "batch-branch-ref": "an aged .lock on imm/<slug> is never removed",
-    "lane-branch-ref": "an aged .lock on imm-lane/* is never removed; the lane commit is not moved",
-    "coordinator-index": "an aged index.lock of the coordinator stops every integration",
-    "lane-index": "an aged index.lock of a lane is never removed; the lane's index is not refreshed",
-}
 
 
-@pytest.mark.parametrize("stale", [pytest.param(s, id=s.name, marks=pytest.mark.xfail(
-    strict=True, reason=f"{ISSUE13}{STALE_XFAIL[s.name]} (SPEC §15)")) if s.name in STALE_XFAIL else
-    pytest.param(s, id=s.name) for s in STALE])
+@pytest.mark.parametrize("stale", [pytest.param(s, id=s.name) for s in STALE])
 def test_a_lock_file_left_by_a_kill_never_stops_the_next_command(worlds, scenario_env, stale):
     sc = SCENARIOS[stale.scenario]
     extra, setup = scenario_env(sc)
@@ -584,8 +547,6 @@ def test_a_lock_file_left_by_a_kill_never_stops_the_next_command(worlds, scenari
             f"{stale.name}: no warning about the removed lock: {proc.err}"
 
 
-@pytest.mark.xfail(strict=True, reason=f"{ISSUE13}a young index.lock in the coordinator fails the tick at once "
-                                       "instead of being waited for (SPEC §15)")
 def test_a_young_index_lock_is_waited_for_not_failed_on(worlds, scenario_env):
     """A live Git command holds the coordinator's index.lock for longer than a whole tick takes:
     the tick must wait for it (up to a minute), then integrate."""
@@ -618,8 +579,6 @@ def lane_branches(repo: Path) -> list[str]:
     return git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/imm-lane/").split()
 
 
-@pytest.mark.xfail(strict=True, reason=f"{ISSUE13}a run killed after the batch completed, before it released the "
-                                       "lanes: every later run refuses stale_lanes (SPEC §13 v3, §15)")
 def test_a_run_killed_after_completing_the_batch_is_continued_by_the_next_run(worlds):
     """`run` is threaded, so the kill is placed by what the Git call says: right after the write
     that records `completed` (its reflog message), before the lanes are released."""
@@ -639,9 +598,6 @@ def test_a_run_killed_after_completing_the_batch_is_continued_by_the_next_run(wo
     must(lanes_proc(w.repo, "audit", env=prep.env), "audit")
 
 
-@pytest.mark.xfail(strict=True, reason=f"{ISSUE13}a provision killed inside `git worktree add` leaves a half-made "
-                                       "lane (locked 'initializing', nothing checked out) that no later provision "
-                                       "or run can use (SPEC §15, §6 provision)")
 def test_a_provision_killed_inside_git_worktree_add_is_continued(worlds):
     """What Git leaves when killed inside `git worktree add`: the branch (git-lanes made it), the
     worktree registered and locked `initializing`, nothing checked out."""
@@ -661,4 +617,52 @@ def test_a_provision_killed_inside_git_worktree_add_is_continued(worlds):
     lane = Path(child(record(w.repo), "core")["lane"]["path"])
     assert child(record(w.repo), "core")["state"] == "enrolled"
     assert git(lane, "status", "--porcelain", "--untracked-files=all") == ""
+    must(lanes_proc(w.repo, "audit", env=prep.env), "audit")
+
+
+def test_a_worktree_add_killed_before_its_head_is_continued_at_the_same_path(worlds):
+    """Killed a step earlier (found by the kill soak): the worktree at the lane's own path is
+    registered, locked `initializing`, its HEAD still Git's null placeholder with `HEAD.lock` held,
+    and the branch already gone (an earlier command cleared it). The next provision reuses the path."""
+    sc = SCENARIOS["provision"]
+    prep = worlds.get(sc, 0, {})
+    w = prep.world
+    w.restore("pre")
+    path = w.lanes / "half-made" / "core"
+    base = git(w.repo, "rev-parse", f"imm/{SLUG}").strip()
+    git(w.repo, "worktree", "add", "--detach", str(path), base)
+    admin = Path(git(path, "rev-parse", "--absolute-git-dir").strip())
+    (admin / "locked").write_text("initializing")
+    (admin / "HEAD").write_text("0" * 40 + "\n")
+    (admin / "HEAD.lock").write_text("")
+    for item in path.iterdir():
+        if item.name != ".git":
+            shutil.rmtree(item) if item.is_dir() else item.unlink()
+    proc = lanes_proc(w.repo, "provision", "core", "--path", str(path), "--json", env=prep.env)
+    assert proc.code == 0, proc
+    assert "half-made worktree" in proc.err
+    assert Path(child(record(w.repo), "core")["lane"]["path"]) == path
+    assert git(path, "status", "--porcelain", "--untracked-files=all") == ""
+    must(lanes_proc(w.repo, "audit", env=prep.env), "audit")
+
+
+def test_a_lane_removal_killed_half_way_is_cleared_by_the_next_provision(worlds):
+    """`git worktree remove` deletes the files first, then the registration: killed between, the
+    never-admitted lane of a pending child is registered with files missing. That is no one's work."""
+    sc = SCENARIOS["provision"]
+    prep = worlds.get(sc, 0, {})
+    w = prep.world
+    w.restore("pre")
+    base = git(w.repo, "rev-parse", f"imm/{SLUG}").strip()
+    path = w.lanes / "half-removed" / "core"
+    git(w.repo, "worktree", "add", "-q", "-b", f"imm-lane/{SLUG}/core", str(path), base)
+    tracked = git(path, "ls-files").split()
+    assert tracked
+    for name in tracked[: max(1, len(tracked) // 2)]:
+        (path / name).unlink()
+    proc = lanes_proc(w.repo, "provision", "core", "--json", env=prep.env)
+    assert proc.code == 0, proc
+    assert "an interrupted provision left" in proc.err
+    assert child(record(w.repo), "core")["state"] == "enrolled"
+    assert not path.exists()
     must(lanes_proc(w.repo, "audit", env=prep.env), "audit")

@@ -64,7 +64,7 @@ def test_demo_refuses_a_directory_that_is_not_empty(tmp_path):
     (tmp_path / "busy" / "file").write_text("x")
     proc = subprocess.run(["git", "lanes", "demo", str(tmp_path / "busy")], capture_output=True, text=True)
     assert proc.returncode == 2
-    assert "not an empty directory" in proc.stderr
+    assert proc.stderr == f"error: DIR: {tmp_path / 'busy'} exists and is not empty\n"
     assert not (tmp_path / "busy" / ".git").exists()
 
 

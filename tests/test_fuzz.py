@@ -31,7 +31,6 @@ from git_lanes.errors import ExitCode, LanesError
 
 SETTINGS = dict(derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-ISSUE13 = "issue 13: "
 
 # JSON-like values: what a TOML or JSON document may hold
 scalars = st.one_of(st.booleans(), st.integers(min_value=-2**70, max_value=2**70), st.floats(allow_nan=True),
@@ -93,8 +92,6 @@ def test_valid_intent_with_one_field_replaced(field, value):
     parse(text.encode())
 
 
-@pytest.mark.xfail(strict=True, reason=ISSUE13 + "a deeply nested TOML value crashes the plan parser (RecursionError) "
-                                                 "instead of a usage error")
 def test_deeply_nested_toml_is_a_usage_error():
     parse(b"task_id = " + b"[" * 100_000 + b"]" * 100_000 + b"\n")
 
@@ -181,8 +178,6 @@ def valid_files(w: World) -> dict[str, bytes]:
     return {path: (json.dumps(value) + "\n").encode() for path, value in record_files(w.repo).items()}
 
 
-@pytest.mark.xfail(strict=True, reason=ISSUE13 + "a child blob that is not a JSON object crashes the record reader "
-                                                 "(AttributeError) instead of a corrupt-record error (SPEC §16: 128)")
 @settings(max_examples=200, **SETTINGS)
 @given(data=st.data())
 def test_record_files_with_one_replaced_parse_or_are_corrupt(running, data):
@@ -201,8 +196,6 @@ def test_record_files_with_one_replaced_parse_or_are_corrupt(running, data):
 VALID: dict[str, dict[str, bytes]] = {}
 
 
-@pytest.mark.xfail(strict=True, reason=ISSUE13 + "a tampered record crashes `git lanes status` with an internal "
-                                                 "error instead of a corrupt-record error (SPEC §16: 128)")
 @settings(max_examples=25, **SETTINGS)
 @given(data=st.data())
 def test_tampered_record_in_git_gets_a_clean_answer(running, data):

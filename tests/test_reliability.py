@@ -42,7 +42,7 @@ def provision(repo: Path, task: str) -> Path:
 
 # -- start killed after its record write is continued by the next tick ---------------------------------
 
-@pytest.mark.parametrize("point", ["start-record-written", "start-branch-created"])
+@pytest.mark.parametrize("point", ["record-written", "branch-created"])
 def test_start_killed_after_its_record_is_continued_by_tick(repo, point):
     plan(repo)
     base = git(repo, "rev-parse", "HEAD").strip()
@@ -59,7 +59,7 @@ def test_start_killed_after_its_record_is_continued_by_tick(repo, point):
 def test_start_with_worktree_killed_before_the_worktree_exists_is_continued(repo, tmp_path):
     plan(repo)
     coordinator = tmp_path / "coord"
-    run_killed(repo, "start-branch-created", "start", "demo", "--yes", "--worktree", str(coordinator))
+    run_killed(repo, "branch-created", "start", "demo", "--yes", "--worktree", str(coordinator))
     assert not coordinator.exists()
     code, report = lanes_json(repo, "tick", "demo")
     assert code == 0 and report["batch_state"] == "running"

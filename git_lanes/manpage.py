@@ -327,6 +327,7 @@ def render(root: Path | str | None = None) -> str:
     out += _head("ENVIRONMENT") + render_markup(_section(root, "environment"))
     out += _head("SHELL COMPLETION") + render_markup(_section(root, "completion"))
     out += _head("EXAMPLES") + render_markup(_section(root, "examples"))
+    out += _head("NOTES") + render_markup(_section(root, "notes"))
     out += _head("SEE ALSO") + render_markup(_section(root, "see-also"))
     out += _head("GIT") + [".sp", inline("A Git extension: `git lanes` runs `git-lanes` from `PATH`, and "
                                          "`git lanes --help` opens this page. Not part of the git(1) suite.")]

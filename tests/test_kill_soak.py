@@ -9,7 +9,7 @@ command to wait for (a `.lock` on `imm/*` or `imm-lane/*`, an `index.lock`): it 
 instead of sleeping. Every other lock file (a loose object's, a `refs/notes/lanes/*` one) is left
 exactly as the kill left it: the next command must cope at once.
 
-`GIT_LANES_SOAK_KILLS` sets the number of kills (default 50; the long run: 1000);
+`GIT_LANES_SOAK_KILLS` sets the number of kills (default 30; the long run: 1000);
 `GIT_LANES_SOAK_SEED` the seed (default 13).
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from adversary import (age, aging_locks, branch_history, chain_and_siblings, kill_group, kill_orphans, lanes_proc,
                        make_repo, other_locks, record, write_executor)
 
-KILLS = int(os.environ.get("GIT_LANES_SOAK_KILLS", "50"))
+KILLS = int(os.environ.get("GIT_LANES_SOAK_KILLS", "30"))
 SEED = int(os.environ.get("GIT_LANES_SOAK_SEED", "13"))
 TASKS = chain_and_siblings(8)
 SLUG = "soak"

@@ -66,7 +66,7 @@ def test_every_command_and_option_is_documented(page):
 def test_sections_in_gits_order(page):
     heads = re.findall(r'^\.SH "([^"]+)"', page, flags=re.M)
     assert heads == ["NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "CONFIGURATION", "EXIT STATUS",
-                     "REASON CODES", "FILES AND REFS", "ENVIRONMENT", "SHELL COMPLETION", "EXAMPLES",
+                     "REASON CODES", "FILES AND REFS", "ENVIRONMENT", "SHELL COMPLETION", "EXAMPLES", "NOTES",
                      "SEE ALSO", "GIT"]
     assert page.splitlines()[7].startswith('.TH "GIT\\-LANES" "1"')
 

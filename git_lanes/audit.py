@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import LanesError, usage
+from .gitio import short_branch
 from .ids import check_id
 from .model import BatchRecord, Child
 from .scope import outside_scope
@@ -103,7 +104,7 @@ def audit(s: Session, slug: str | None) -> list[dict[str, Any]]:
     if slug is not None:
         check_id(slug, "slug")
     prefix = LANE_PREFIX + (f"{slug}/" if slug is not None else "")
-    branches = {ref[len("refs/heads/"):]: oid for ref, oid in s.git.refs.under(prefix).items()}
+    branches = {short_branch(ref): oid for ref, oid in s.git.refs.under(prefix).items()}
     slugs = [slug] if slug is not None else s.batches.slugs()
     records: dict[str, BatchRecord | None] = {}
     for name in slugs:

@@ -17,6 +17,7 @@ from .authority import effective_parsed, last_revision
 from .checks import child_env, run_checks
 from .crash import crash_point
 from .errors import refused, usage
+from .gitio import branch_ref
 from .lanehost import clone_id, live_claim
 from .model import BatchRecord, Child, GaveUp, Intervention, LaneRecord, QaAttempt
 from .scope import outside_scope
@@ -130,7 +131,7 @@ class LaneContext:
         lane = self.child.lane
         extra: tuple[str, ...] = ()
         if lane.remote is not None:
-            tip = self.session.git.refs.resolve("refs/heads/" + lane.branch)
+            tip = self.session.git.refs.resolve(branch_ref(lane.branch))
             extra = (tip,) if tip and tip != lane.base_head else ()
         self.lane_record, self.lane_commit = write_lane_record(
             self.session, self.slug, self.task_id, lane.run_id, change, summary,

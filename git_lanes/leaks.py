@@ -23,7 +23,7 @@ from typing import Iterable
 from .crash import crash_point
 from .decisions.leaks import LaneVersions, LeakFacts, Proven, Version, decide, needs_versions
 from .errors import refused
-from .gitio import quote_path
+from .gitio import branch_ref, quote_path
 from .model import BatchRecord, Child, Restore, RestorePath
 from .session import Session
 
@@ -81,7 +81,7 @@ def _lane_commits(s: Session, child: Child) -> list[str]:
     lane = child.lane
     assert lane is not None
     commits: list[str] = []
-    tip = s.git.refs.resolve("refs/heads/" + lane.branch)
+    tip = s.git.refs.resolve(branch_ref(lane.branch))
     if tip is not None and tip != lane.base_head:
         commits += s.git.odb.commits(tip, lane.base_head)
     for extra in [lane.lane_commit, *lane.executor_commits]:

@@ -14,6 +14,7 @@ from typing import Callable
 from . import lifecycle
 from .crash import crash_point
 from .errors import LanesError, refused, usage
+from .gitio import branch_ref, short_branch
 from .ids import check_id
 from .lanehost import LocalLanes
 from .model import IN_FLIGHT, ArchivedLane, BatchRecord, Child, RevisionDelegation
@@ -61,8 +62,8 @@ def recover(s: Session, rec: BatchRecord, child: Child) -> Recovery:
     where = LocalLanes(s).presence(lane.path)
     if not where.exists:
         return Recovery(task, None, f"its lane {lane.path} is gone")
-    if where.branch != "refs/heads/" + lane.branch:
-        on = where.branch[len("refs/heads/"):] if where.branch else "a detached HEAD"
+    if where.branch != branch_ref(lane.branch):
+        on = short_branch(where.branch) if where.branch else "a detached HEAD"
         return Recovery(task, None, f"its lane {lane.path} is on {on}, not {lane.branch}")
     try:
         lrec, _ = s.lanes.read(rec.slug, task)
@@ -187,7 +188,7 @@ def _archive(s: Session, rec: BatchRecord, child: Child, at: str) -> list[Archiv
     lane = child.lane
     if lane is None:
         return []
-    tip = s.git.refs.resolve("refs/heads/" + lane.branch)
+    tip = s.git.refs.resolve(branch_ref(lane.branch))
     keep = [tip] if tip else []
     if lane.lane_commit and lane.lane_commit != tip and not (tip and s.git.odb.is_ancestor(lane.lane_commit, tip)):
         keep.append(lane.lane_commit)

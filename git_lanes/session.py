@@ -6,7 +6,8 @@ import sys
 from typing import Callable
 
 from .errors import ExitCode, LanesError, usage
-from .gitio import BATCH_BRANCH_PREFIX, LANE_BRANCH_PREFIX, BatchBranch, Git, LaneBranch, Worktree, WorktreeList
+from .gitio import (BATCH_BRANCH_PREFIX, LANE_BRANCH_PREFIX, BatchBranch, Git, LaneBranch, Worktree, WorktreeList,
+                    branch_ref)
 from .ids import check_id
 from .model import BatchRecord, now
 from .plan import Plan, load_plan
@@ -100,7 +101,7 @@ class Session:
 
     def worktree_on(self, branch: str) -> Worktree | None:
         """The worktree checked out on the branch `branch` (short name)."""
-        return self.worktrees().on("refs/heads/" + branch)
+        return self.worktrees().on(branch_ref(branch))
 
     def current_branch(self) -> str | None:
         if self.git.toplevel is None:

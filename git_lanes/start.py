@@ -9,7 +9,7 @@ from typing import Callable
 
 from .crash import crash_point
 from .errors import refused, usage
-from .gitio import BatchBranch, LaneBranch, quote_path, short_branch
+from .gitio import BatchBranch, LaneBranch, branch_ref, quote_path, short_branch
 from .ids import MAX_FINAL_CHECKS, check_id, final_check_problem, require_utf8
 from .model import BatchRecord, Budget, Child, IntentIdentity, Lane, RevisionDelegation, contracts_manifest
 from .plan import Plan
@@ -92,17 +92,17 @@ def prepare(s: Session, slug: str, o: StartOptions) -> Prepared:
                                               "tick, resume or retire it", hint=f"git lanes tick {slug}")
     branch = batch_branch(slug)
     for prefix in _ref_prefixes(branch):
-        if git.refs.resolve("refs/heads/" + prefix) is not None:
+        if git.refs.resolve(branch_ref(prefix)) is not None:
             raise refused("batch_branch_exists", f"the branch {prefix} blocks {branch}")
-    if git.refs.under(f"refs/heads/{branch}/"):
+    if git.refs.under(branch_ref(f"{branch}/")):
         raise refused("batch_branch_exists", f"branches under {branch}/ block {branch}")
     continues = False
     carried: dict[str, str] = {}
-    if git.refs.resolve("refs/heads/" + branch) is not None:
+    if git.refs.resolve(branch_ref(branch)) is not None:
         if last is None or last.record.terminal is False:
             raise refused("batch_branch_exists", f"{branch} exists and no finished batch of {slug} owns it")
         current = s.current_branch()
-        if current != "refs/heads/" + branch or o.worktree is not None:
+        if current != branch_ref(branch) or o.worktree is not None:
             raise refused("batch_branch_exists", f"{branch} exists; to continue it, run start in the worktree "
                                                  f"that has it checked out")
         continues = True
@@ -110,7 +110,7 @@ def prepare(s: Session, slug: str, o: StartOptions) -> Prepared:
     if any(t.intent.risk == "critical" for t in plan.tasks):
         crit = next(t.task_id for t in plan.tasks if t.intent.risk == "critical")
         raise refused("batch_child_critical", f"{crit} is risk = \"critical\"; critical tasks are never batched")
-    stale = [name[len("refs/heads/"):] for name in git.refs.under(LANE_PREFIX + slug + "/")]
+    stale = [short_branch(name) for name in git.refs.under(LANE_PREFIX + slug + "/")]
     if stale:
         raise refused("stale_lanes", ", ".join(sorted(stale)))
     if o.executor_runtime:

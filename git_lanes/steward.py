@@ -8,6 +8,7 @@ from typing import Any
 
 from . import lifecycle
 from .errors import LanesError, refused, usage
+from .gitio import branch_ref
 from .ids import check_id
 from .model import ArchivedLane
 from .session import Session, lane_branch
@@ -92,13 +93,13 @@ def _release_interrupted(s: Session, slug: str, task_id: str, keep_branch: bool)
         child = tx.record.child(task_id) if tx.record else None
         lane = child.lane if child is not None else None
         if lane is None or lane.remote is not None or child.state not in ("integrated", "released") \
-                or s.worktrees(refresh=True).on("refs/heads/" + lane.branch) is not None:
+                or s.worktrees(refresh=True).on(branch_ref(lane.branch)) is not None:
             return None
-        tip = s.git.refs.resolve("refs/heads/" + lane.branch)
+        tip = s.git.refs.resolve(branch_ref(lane.branch))
         if tip is not None and tip != lane.lane_commit:
             return None
         if tip is not None and not keep_branch:
-            s.git.refs.delete("refs/heads/" + lane.branch, tip, "git-lanes: release lane")
+            s.git.refs.delete(branch_ref(lane.branch), tip, "git-lanes: release lane")
         if child.state == "integrated":
             lifecycle.release(child)
         tx.write(f"released {task_id}")
@@ -133,7 +134,7 @@ def release_restarted(s: Session, slug: str, task_id: str, keep_branch: bool = F
     if not any(a.task_id == task_id for a in snap.record.archived_lanes):
         return None
     branch = lane_branch(slug, task_id)
-    tip = s.git.refs.resolve("refs/heads/" + branch)
+    tip = s.git.refs.resolve(branch_ref(branch))
     wt = s.worktree_on(branch)
     if tip is None and wt is None:
         return None
@@ -186,7 +187,7 @@ def release_stale(s: Session, slug: str) -> dict[str, Any]:
         if child.lane is None or child.state == "released":
             continue
         lane = child.lane
-        tip = s.git.refs.resolve("refs/heads/" + lane.branch)
+        tip = s.git.refs.resolve(branch_ref(lane.branch))
         if s.worktree_at(lane.path) is not None and os.path.isdir(lane.path):
             from .snapshot import worktree_clean
 

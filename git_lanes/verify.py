@@ -7,6 +7,7 @@ from typing import Any
 
 from . import authority, scratch
 from .errors import usage
+from .gitio import branch_ref
 from .model import BatchRecord
 from .session import Session
 from .tick.engine import rerun_items
@@ -28,7 +29,7 @@ def verify(s: Session, slug: str, rev: str | None) -> dict[str, Any]:
         raise usage(f"no batch for {slug}")
     record = snap.record
     if rev is None:
-        head = s.git.refs.resolve("refs/heads/" + record.branch)
+        head = s.git.refs.resolve(branch_ref(record.branch))
         if head is None:
             raise usage(f"no batch branch {record.branch}")
         return final_verification(s, record, head).model_dump(mode="json")

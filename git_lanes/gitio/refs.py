@@ -72,6 +72,11 @@ class LaneBranch(_Branch):
     task: str
 
 
+def branch_ref(name: str) -> str:
+    """`x` -> `refs/heads/x` (a branch name as the record stores it, as the full ref Git needs)."""
+    return HEADS + name
+
+
 def short_branch(ref: str | None) -> str | None:
     """`refs/heads/x` -> `x` (None stays None; anything else is returned as is)."""
     return ref[len(HEADS):] if ref and ref.startswith(HEADS) else ref

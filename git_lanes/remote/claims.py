@@ -21,7 +21,7 @@ import uuid
 from typing import Any, Callable
 
 from ..errors import LanesError, refused, usage
-from ..gitio import LaneBranch, RefRaceError, lane_record_ref
+from ..gitio import LaneBranch, RefRaceError, branch_ref, lane_record_ref
 from ..gitio.transport import push_atomic
 from ..ids import check_id
 from ..lanehost import clone_id, host_name, live_claim
@@ -160,7 +160,7 @@ def _join_once(s: Session, slug: str, task_id: str, path: str | None, remote: st
         raise usage(f"no batch for {slug} on {remote} (the coordinator pushes it after 'git lanes start')")
     rec = snap.record
     coordinator = s.worktree_at(rec.coordinator)
-    if coordinator is not None and coordinator.branch == "refs/heads/" + rec.branch:
+    if coordinator is not None and coordinator.branch == branch_ref(rec.branch):
         raise usage(f"this repository holds the coordinator of {slug}; "
                     f"create the lane with 'git lanes provision {task_id}'")
     mine = clone_id(git, create=True)

@@ -76,7 +76,7 @@ import os
 from typing import Any, Callable
 
 from ..errors import refused, usage
-from ..gitio import Git, RefRaceError
+from ..gitio import Git, RefRaceError, branch_ref
 from ..gitio.transport import fetch_mirror, push_atomic
 from ..session import Session
 from .records import Records
@@ -257,7 +257,7 @@ def _deletions(records: Records, local: dict[str, str], theirs_all: dict[str, st
             lane = c.lane
             if c.state != "released" or lane is None or lane.remote is None or not lane.lane_commit:
                 continue
-            ref = "refs/heads/" + lane.branch
+            ref = branch_ref(lane.branch)
             ours, theirs = local.get(ref), theirs_all.get(ref)
             if (only is not None and not only(ref)) or (ours is None and theirs is None):
                 continue

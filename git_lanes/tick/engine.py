@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..crash import crash_point
-from ..gitio import RefRaceError, trailers
+from ..gitio import RefRaceError, branch_ref, trailers
 from ..model import parse_time
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def move_lane_branch(s: "Session", child: "Child") -> None:
     """Move the lane branch to its lane commit (compare-and-swap) and refresh the lane's index."""
     lane = child.lane
     assert lane is not None and lane.lane_commit
-    ref = "refs/heads/" + lane.branch
+    ref = branch_ref(lane.branch)
     tip = s.git.refs.resolve(ref)
     if tip != lane.lane_commit:
         if tip is not None and tip != lane.base_head and tip not in lane.executor_commits:
@@ -109,7 +109,7 @@ def fast_forward(git: "Git", coordinator: str, branch: str, head: str, candidate
     if current != head:
         raise Park(f"batch_head_lineage_broken: the batch head moved from {head} to {current} during integration")
     git.work.fast_forward(coordinator, candidate)
-    if git.refs.resolve("refs/heads/" + branch) != candidate:
+    if git.refs.resolve(branch_ref(branch)) != candidate:
         raise Park(f"batch_head_lineage_broken: the fast-forward to {candidate} did not land")
 
 

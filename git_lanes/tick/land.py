@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from .. import authority, lifecycle
 from ..crash import crash_point
+from ..gitio import branch_ref
 from ..model import Candidate
 from ..scope import outside_scope
 from ..store import Held, flock_try, verify_lock_path
@@ -59,7 +60,7 @@ def lane_commits(t: TickState) -> bool:
         if outside:
             t.park(child, "dirty_outside_scope: " + ", ".join(outside))
             continue
-        tip = t.git.refs.resolve("refs/heads/" + child.lane.branch) or child.lane.base_head
+        tip = t.git.refs.resolve(branch_ref(child.lane.branch)) or child.lane.base_head
         goal = authority.effective_intent(t.s, rec, child.task_id).goal
         commit, executor = engine.build_lane_commit(t.git, rec, child, attempt, goal, tip)
         lifecycle.commit_lane(child, commit, executor)

@@ -14,6 +14,7 @@ from ..canonical import sha256_digest
 from ..decisions.instruction import instruction_refusal
 from ..decisions.obligation import after_pass, qa_limit
 from ..errors import refused
+from ..gitio import branch_ref
 from ..ids import require_utf8
 from ..model import Intervention, Review
 from ..report import LaneView, build_report
@@ -103,7 +104,7 @@ def view_lane(t: TickState, child: "Child") -> LaneView | None:
     """Read the lane's record; None (after parking the child) when the lane cannot be observed."""
     lane = child.lane
     where = t.lanes.presence(lane)
-    if not where.exists or where.branch != "refs/heads/" + lane.branch or where.lost:
+    if not where.exists or where.branch != branch_ref(lane.branch) or where.lost:
         t.park(child, f"batch_lane_lost: {where.lost}" if where.lost else "batch_lane_lost")
         return None
     try:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from .decisions.admission import LaneFacts
-from .gitio import LaneBranch, quote_path
+from .gitio import LaneBranch, branch_ref, quote_path
 from .model import Lane, RemoteLocator, parse_time
 from .session import Session
 from .store import CorruptRecord
@@ -152,6 +152,11 @@ class LocalLanes:
             _CLEAN.add(key)
         return clean
 
+    def half_removed(self, path: str) -> bool:
+        from .snapshot import half_removed
+
+        return bool(path) and half_removed(self.git, path)
+
     def delivery_tree(self, path: str) -> str:
         from .snapshot import snapshot_tree
 
@@ -171,7 +176,7 @@ class LocalLanes:
         if real == os.path.realpath(coordinator):
             return LaneFacts(real, True, True, None, None, False, True, None)
         facts = LaneFacts(real, True, False, wt.branch, wt.head, False, True, None)
-        if wt.branch != "refs/heads/" + expected_branch or wt.head is None or not base_ok(wt.head):
+        if wt.branch != branch_ref(expected_branch) or wt.head is None or not base_ok(wt.head):
             return facts
         dirty = bool(self.git.status(cwd=real))
         return LaneFacts(real, True, False, wt.branch, wt.head, True, dirty, occupied(real))
@@ -189,7 +194,7 @@ class RemoteLanes:
 
     def _record(self, lane: Lane) -> "LaneRecord | None":
         """This run's lane record (None: unreadable, absent, or another run's; observation says which)."""
-        name = LaneBranch.of_ref("refs/heads/" + lane.branch)
+        name = LaneBranch.of_ref(branch_ref(lane.branch))
         if name is None:
             return None
         try:
@@ -199,7 +204,7 @@ class RemoteLanes:
         return lrec if lrec is not None and lrec.run_id == lane.run_id else None
 
     def presence(self, lane: Lane) -> Presence:
-        ref = "refs/heads/" + lane.branch
+        ref = branch_ref(lane.branch)
         lrec = self._record(lane)
         tip = self.git.refs.resolve(ref)
         if tip is None or (lrec is not None and lrec.released is not None):
@@ -211,7 +216,7 @@ class RemoteLanes:
 
     def clean(self, lane: Lane, head: str | None = None) -> bool:
         """Releasable from here: the lane branch is the lane commit (the lane's clone checks the rest)."""
-        return lane.lane_commit is not None and self.git.refs.resolve("refs/heads/" + lane.branch) == lane.lane_commit
+        return lane.lane_commit is not None and self.git.refs.resolve(branch_ref(lane.branch)) == lane.lane_commit
 
     def delivery_tree(self, lane: Lane) -> str | None:
         lrec = self._record(lane)
@@ -236,7 +241,7 @@ class RemoteLanes:
               base_ok: Callable[[str], bool]) -> LaneFacts:
         """§6.1's rules on refs: the lane branch exists (else foreign), the claim is not this clone's
         own (the coordinator's), its tip is a valid base, no other lane has that clone and branch."""
-        ref = "refs/heads/" + expected_branch
+        ref = branch_ref(expected_branch)
         tip = self.git.refs.resolve(ref)
         if tip is None:
             return LaneFacts("", False, False, None, None, False, False, None)
@@ -261,6 +266,10 @@ class Lanes:
 
     def clean(self, lane: Lane, head: str | None = None) -> bool:
         return self.remote.clean(lane, head) if lane.remote else self.local.clean(lane.path or "", head)
+
+    def half_removed(self, lane: Lane) -> bool:
+        """A removal of this lane killed half-way (a lane of another clone is removed there)."""
+        return not lane.remote and self.local.half_removed(lane.path or "")
 
     def delivery_tree(self, lane: Lane) -> str | None:
         return self.remote.delivery_tree(lane) if lane.remote else self.local.delivery_tree(lane.path or "")

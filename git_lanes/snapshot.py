@@ -62,6 +62,20 @@ def worktree_clean(git: Git, worktree: str) -> bool:
     return git.work.is_clean(worktree, exclude_file(git))
 
 
+def half_removed(git: Git, worktree: str) -> bool:
+    """What a `git worktree remove` killed half-way leaves (it deletes the files first, then the
+    registration): the `.git` file gone, or nothing but missing files in `git status`."""
+    from .gitio import GitError
+
+    if not os.path.lexists(os.path.join(worktree, ".git")):
+        return os.path.isdir(worktree)
+    try:
+        entries = git.work.status(worktree)
+    except GitError:
+        return False
+    return bool(entries) and all(e.xy == " D" for e in entries)
+
+
 def changed_paths(git: Git, tree_a: str, tree_b: str) -> list[str]:
     """Sorted paths that differ between two trees (no rename detection), as Git shows them."""
     return [quote_path(p) for p in git.odb.diff_paths(tree_a, tree_b)]

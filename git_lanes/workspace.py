@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 from .checks import CheckResult, child_env, last_lines, run_command, status_text, tail_lines
 from .crash import crash_point
 from .errors import LanesError, refused, usage
-from .gitio import LaneBranch, RefRaceError
+from .gitio import GitError, LaneBranch, RefRaceError, branch_ref
 from .ids import shell_syntax_problem
+from .snapshot import half_removed
 
 if TYPE_CHECKING:
     from .session import Session
@@ -143,18 +144,13 @@ def _clear_leftover(s: "Session", branch: LaneBranch, base: str, task_id: str, s
     wt = s.worktrees(refresh=True).on(branch.ref)
     half_made = wt is not None and (wt.locked == "initializing" or not os.path.isdir(wt.path))
     own_work = tip != base and not s.git.odb.is_ancestor(tip, base)
-    dirty = wt is not None and not half_made and not _half_removed(s, wt.path)
+    dirty = wt is not None and not half_made and not half_removed(s.git, wt.path) and \
+        not s.git.work.is_clean(wt.path)
     if own_work or dirty:
         raise refused("batch_lane_branch_exists", f"{branch.name} exists already, with work of its own; release it "
                                                   f"first (git lanes release {task_id} --slug {slug})")
     s.warn(f"removing the lane {branch.name} an interrupted provision left" + (f" at {wt.path}" if wt else ""))
     remove_lane(s, wt.path if wt is not None else "", branch.name, force=True)
-
-
-def _half_removed(s: "Session", path: str) -> bool:
-    """Clean, or only missing files (what a `git worktree remove` killed half-way leaves: it deletes the
-    files first, then the registration)."""
-    return all(e.xy == " D" for e in s.git.work.status(path))
 
 
 def _clear_half_made(s: "Session", target: str, branch: LaneBranch) -> None:
@@ -179,15 +175,20 @@ def _undo(s: "Session", target: str, branch: LaneBranch) -> None:
 def remove_lane(s: "Session", path: str, branch: str, keep_branch: bool = False, force: bool = False) -> None:
     """Remove a lane's worktree (forced only when its work is kept elsewhere) and, unless kept, its
     branch (compare-and-swap); then the folders above it that git-lanes made and that are now empty."""
-    tip = s.git.refs.resolve("refs/heads/" + branch)
+    tip = s.git.refs.resolve(branch_ref(branch))
     if path and os.path.isdir(path):
-        s.git.work.remove(path, force=force)
+        try:
+            s.git.work.remove(path, force=force)
+        except GitError:
+            if force or not half_removed(s.git, path):
+                raise
+            s.git.work.remove(path, force=True)   # a removal killed half-way: finish it
     else:
         s.git.work.prune()
     s.worktrees(refresh=True)
     crash_point("worktree-removed")
     if not keep_branch and tip is not None:
-        s.git.refs.delete("refs/heads/" + branch, tip, "git-lanes: release lane")
+        s.git.refs.delete(branch_ref(branch), tip, "git-lanes: release lane")
         crash_point("branch-deleted")
     if path:
         remove_empty_parents(s, path)

@@ -472,6 +472,8 @@ def aging_locks(git_dir: Path) -> list[Path]:
             found.append(git_dir / f"{sub}.lock")
     found += [p for p in [git_dir / "index.lock"] if p.exists()]
     found += (git_dir / "worktrees").glob("*/index.lock") if (git_dir / "worktrees").is_dir() else []
+    # the `initializing` lock of a `git worktree add` (a dead one's is cleared once stale)
+    found += (git_dir / "worktrees").glob("*/locked") if (git_dir / "worktrees").is_dir() else []
     return found
 
 

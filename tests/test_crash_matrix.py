@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import queue
 import shutil
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -646,9 +647,11 @@ def test_a_worktree_add_killed_before_its_head_is_continued_at_the_same_path(wor
     must(lanes_proc(w.repo, "audit", env=prep.env), "audit")
 
 
-def test_a_lane_removal_killed_half_way_is_cleared_by_the_next_provision(worlds):
+@pytest.mark.parametrize("dot_git", ["kept", "gone"])
+def test_a_lane_removal_killed_half_way_is_cleared_by_the_next_provision(worlds, dot_git):
     """`git worktree remove` deletes the files first, then the registration: killed between, the
-    never-admitted lane of a pending child is registered with files missing. That is no one's work."""
+    never-admitted lane of a pending child is registered with files missing (its `.git` file too,
+    perhaps). That is no one's work."""
     sc = SCENARIOS["provision"]
     prep = worlds.get(sc, 0, {})
     w = prep.world
@@ -660,9 +663,64 @@ def test_a_lane_removal_killed_half_way_is_cleared_by_the_next_provision(worlds)
     assert tracked
     for name in tracked[: max(1, len(tracked) // 2)]:
         (path / name).unlink()
+    if dot_git == "gone":
+        (path / ".git").unlink()
     proc = lanes_proc(w.repo, "provision", "core", "--json", env=prep.env)
     assert proc.code == 0, proc
     assert "an interrupted provision left" in proc.err
     assert child(record(w.repo), "core")["state"] == "enrolled"
     assert not path.exists()
+    must(lanes_proc(w.repo, "audit", env=prep.env), "audit")
+
+
+def test_a_worktree_add_killed_while_writing_its_metadata_does_not_wedge_every_command(worlds):
+    """Killed between creating and writing `commondir`, a `git worktree add` leaves an entry that makes
+    every later `git worktree list` fail ("failed to read …/commondir"). Once its `initializing` lock
+    is stale, the next command removes it (and the folder holding only its `.git` file)."""
+    sc = SCENARIOS["provision"]
+    prep = worlds.get(sc, 0, {})
+    w = prep.world
+    w.restore("pre")
+    base = git(w.repo, "rev-parse", f"imm/{SLUG}").strip()
+    path = w.lanes / "dead-add" / "core"
+    git(w.repo, "worktree", "add", "--detach", str(path), base)
+    admin = Path(git(path, "rev-parse", "--absolute-git-dir").strip())
+    (admin / "locked").write_text("initializing")
+    (admin / "commondir").write_text("")
+    for item in path.iterdir():
+        if item.name != ".git":
+            shutil.rmtree(item) if item.is_dir() else item.unlink()
+    assert subprocess.run(["git", "worktree", "list"], cwd=w.repo, capture_output=True).returncode != 0
+    young = lanes_proc(w.repo, "status", "--json", env=prep.env)   # a live add may still be writing
+    assert young.code == 128 and "commondir" in young.err and admin.exists()
+    then = time.time() - 61
+    os.utime(admin / "locked", (then, then))
+    proc = lanes_proc(w.repo, "provision", "core", "--json", env=prep.env)
+    assert proc.code == 0, proc
+    assert "killed half-way" in proc.err
+    assert not path.exists()
+    lane = Path(child(record(w.repo), "core")["lane"]["path"])
+    assert str(lane) in git(w.repo, "worktree", "list") and str(path) not in git(w.repo, "worktree", "list")
+    assert child(record(w.repo), "core")["state"] == "enrolled"
+    must(lanes_proc(w.repo, "audit", env=prep.env), "audit")
+
+
+def test_a_release_killed_half_way_through_the_worktree_removal_is_finished(worlds):
+    """The same kill in the release of an integrated lane: files gone, the lane still registered and
+    on its lane commit. The next tick hands it out for release all the same, and `release` finishes."""
+    sc = SCENARIOS["release"]
+    prep = worlds.get(sc, 0, {})
+    w = prep.world
+    w.restore("pre")
+    rec = record(w.repo)
+    task = next(c["task_id"] for c in rec["children"] if c["state"] == "integrated" and c["lane"].get("path"))
+    path = Path(child(rec, task)["lane"]["path"])
+    tracked = git(path, "ls-files").split()
+    for name in tracked[: max(1, len(tracked) // 2)]:
+        (path / name).unlink()
+    (path / ".git").unlink()
+    proc = lanes_proc(w.repo, "release", task, "--json", env=prep.env)
+    assert proc.code == 0, proc
+    assert child(record(w.repo), task)["state"] == "released" and not path.exists()
+    assert git(w.repo, "for-each-ref", f"refs/heads/imm-lane/{SLUG}/{task}") == ""
     must(lanes_proc(w.repo, "audit", env=prep.env), "audit")

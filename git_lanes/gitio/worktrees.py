@@ -14,13 +14,14 @@ killed process is removed once it is older than 60 s (a younger one is waited fo
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from .process import GitError, LockWait, locked_path
+from .process import STALE_AFTER, GitError, LockWait, locked_path
 
 if TYPE_CHECKING:
     from .git import Git
@@ -61,7 +62,8 @@ class WorktreeList(list):
 
 
 LIST_TRIES = 14   # about a second of 10..140 ms waits
-_TRANSIENT = "failed to read "   # another worktree's metadata, half written by a concurrent `worktree add`
+_TRANSIENT = "failed to read "
+_UNREADABLE = re.compile(r"failed to read (\S+/worktrees/[^/\s]+/(?:commondir|gitdir|HEAD))")   # another worktree's metadata, half written by a concurrent `worktree add`
 
 
 class WorkingTrees:
@@ -106,14 +108,19 @@ class WorkingTrees:
         """`git worktree list`. Git fails it now and then while another process adds or removes a
         worktree (`failed to read .../commondir`): an empty list would make every lane look gone, so a
         failure is retried for up to a second, then raised."""
-        for attempt in range(LIST_TRIES):
+        attempt = 0
+        while True:
             proc = self.git.run("worktree", "list", "--porcelain", "-z", check=False)
             if proc.returncode == 0:
                 break
-            time.sleep(0.01 * (attempt + 1))
-        else:
-            raise GitError(["git", "worktree", "list", "--porcelain", "-z"], proc.returncode,
-                           proc.stderr.decode("utf-8", "replace"))
+            err = proc.stderr.decode("utf-8", "replace")
+            attempt += 1
+            if attempt >= LIST_TRIES:
+                if self._drop_dead_add(err):
+                    attempt = 0
+                    continue
+                raise GitError(["git", "worktree", "list", "--porcelain", "-z"], proc.returncode, err)
+            time.sleep(0.01 * attempt)
         text = proc.stdout.decode("utf-8", "surrogateescape")
         found: list[Worktree] = []
         for block in text.split("\0\0"):
@@ -128,6 +135,38 @@ class WorkingTrees:
                                       locked=fields.get("locked") if "locked" in fields else None))
         return WorktreeList(found)
 
+    def _drop_dead_add(self, err: str) -> bool:
+        """A `git worktree add` killed while it wrote the new worktree's metadata (an empty `commondir`)
+        makes every later `git worktree list` fail. When the entry is still locked `initializing` and
+        that lock is stale (older than a live add ever takes), nothing was checked out in it: its
+        metadata and the folder holding nothing but its `.git` file are removed. True when it did."""
+        found = _UNREADABLE.search(err)
+        if not found:
+            return False
+        admin = os.path.dirname(found.group(1))
+        common = os.path.join(self.git.common_dir, "worktrees")
+        locked = os.path.join(admin, "locked")
+        try:
+            if os.path.realpath(os.path.dirname(admin)) != os.path.realpath(common):
+                return False
+            with open(locked, encoding="utf-8", errors="replace") as f:
+                if f.read().strip() != "initializing":
+                    return False
+            if time.time() - os.stat(locked).st_mtime < STALE_AFTER:
+                return False
+            folder = ""
+            if os.path.isfile(os.path.join(admin, "gitdir")):
+                with open(os.path.join(admin, "gitdir"), encoding="utf-8", errors="replace") as f:
+                    folder = os.path.dirname(f.read().strip())
+        except OSError:
+            return False
+        self.git.warn(f"removing the metadata of a 'git worktree add' that was killed half-way ({admin})")
+        shutil.rmtree(admin, ignore_errors=True)
+        if folder and os.path.isdir(folder) and os.listdir(folder) == [".git"] and \
+                os.path.isfile(os.path.join(folder, ".git")):
+            shutil.rmtree(folder, ignore_errors=True)
+        return True
+
     def add(self, path: str, target: str, *, detach: bool = False) -> None:
         """`git worktree add` at `path` of a branch (short name) or, detached, a commit.
 
@@ -135,7 +174,8 @@ class WorkingTrees:
         .../commondir`) when another process is adding one at that moment; it has created nothing
         then, so that failure is retried like the list's."""
         args = ("worktree", "add", "-q", *(["--detach"] if detach else []), "--end-of-options", path, target)
-        for attempt in range(LIST_TRIES):
+        attempt = 0
+        while True:
             proc = self._run(*args, check=False)
             if proc.returncode == 0:
                 return
@@ -143,12 +183,20 @@ class WorkingTrees:
             untouched = not os.path.lexists(path) or (os.path.isdir(path) and not os.listdir(path))
             if not (_TRANSIENT in err and untouched):
                 break
-            time.sleep(0.01 * (attempt + 1))
+            attempt += 1
+            if attempt >= LIST_TRIES:
+                if self._drop_dead_add(err):
+                    attempt = 0
+                    continue
+                break
+            time.sleep(0.01 * attempt)
         raise GitError(["git", *args], proc.returncode, proc.stderr.decode("utf-8", "replace"))
 
     def remove(self, path: str, *, force: bool = False) -> None:
         """`git worktree remove` (never forced unless asked: a worktree with changes stays and Git says
         why; `force` only once those changes are kept elsewhere, and then a locked one goes too)."""
+        if force and os.path.isdir(path) and not os.path.lexists(os.path.join(path, ".git")):
+            shutil.rmtree(path)   # a removal killed half-way took its `.git` file: Git can no longer check it
         self._run("worktree", "remove", *(["--force", "--force"] if force else []), "--end-of-options", path)
 
     def prune(self) -> None:

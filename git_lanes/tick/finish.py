@@ -16,7 +16,7 @@ from .. import authority, lifecycle
 from ..crash import crash_point
 from ..decisions.admission import admission_refusal
 from ..errors import refused
-from ..gitio import LaneBranch
+from ..gitio import LaneBranch, branch_ref
 from ..model import DONE, FinalVerification
 from ..report import LaneView, build_report, handoffs, startable_now, stop_decision
 from ..store import CorruptRecord
@@ -156,8 +156,10 @@ def report(t: TickState, write: bool = True) -> Outcome:
             _passive_view(t, c)
         if c.state == "integrated" and c.lane:
             where = t.lanes.presence(c.lane)
-            t.view(c.task_id).clean_on_branch = where.exists and where.branch == "refs/heads/" + c.lane.branch and \
-                t.lanes.clean(c.lane, c.lane.lane_commit if where.head == c.lane.lane_commit else None)
+            # a release killed half-way (files gone) is released all the same: its work is integrated
+            t.view(c.task_id).clean_on_branch = where.exists and where.branch == branch_ref(c.lane.branch) and \
+                (t.lanes.clean(c.lane, c.lane.lane_commit if where.head == c.lane.lane_commit else None)
+                 or t.lanes.half_removed(c.lane))
     commits = t.batch_commits()
     head = t.git.refs.resolve(t.branch.ref)
     hand = handoffs(rec, t.views, t.scopes if rec.batch_state == "running" else {}, head, set(commits),

@@ -63,11 +63,12 @@ def worktree_clean(git: Git, worktree: str) -> bool:
 
 
 def half_removed(git: Git, worktree: str) -> bool:
-    """What a `git worktree remove` killed half-way leaves (it deletes the files first, then the
-    registration): the `.git` file gone, or nothing but missing files in `git status`."""
+    """What a `git worktree add` or `remove` killed half-way leaves (remove deletes the files first,
+    then the registration): the `.git` file gone or half written, or nothing but missing files in
+    `git status`."""
     from .gitio import GitError
 
-    if not os.path.lexists(os.path.join(worktree, ".git")):
+    if not git.work.gitfile_ok(worktree):   # its `.git` file gone or half written
         return os.path.isdir(worktree)
     try:
         entries = git.work.status(worktree)

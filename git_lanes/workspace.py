@@ -147,8 +147,10 @@ def _clear_leftover(s: "Session", branch: LaneBranch, base: str, task_id: str, s
     dirty = wt is not None and not half_made and not half_removed(s.git, wt.path) and \
         not s.git.work.is_clean(wt.path)
     if own_work or dirty:
-        raise refused("batch_lane_branch_exists", f"{branch.name} exists already, with work of its own; release it "
-                                                  f"first (git lanes release {task_id} --slug {slug})")
+        what = "commits of its own" if own_work else \
+            "changes in " + ", ".join(f"{e.xy.strip()} {e.path}" for e in s.git.work.status(wt.path)[:3])
+        raise refused("batch_lane_branch_exists", f"{branch.name} exists already, with work of its own ({what}); "
+                                                  f"release it first (git lanes release {task_id} --slug {slug})")
     s.warn(f"removing the lane {branch.name} an interrupted provision left" + (f" at {wt.path}" if wt else ""))
     remove_lane(s, wt.path if wt is not None else "", branch.name, force=True)
 

@@ -66,6 +66,16 @@ _TRANSIENT = "failed to read "
 _UNREADABLE = re.compile(r"failed to read (\S+/worktrees/[^/\s]+/(?:commondir|gitdir|HEAD))")   # another worktree's metadata, half written by a concurrent `worktree add`
 
 
+def _gitfile(worktree: str) -> bool:
+    """Whether `worktree/.git` is a whole `gitdir: …` file (a killed add or remove leaves it missing or
+    half written)."""
+    try:
+        with open(os.path.join(worktree, ".git"), "rb") as f:
+            return f.read(8) == b"gitdir: "
+    except OSError:
+        return False
+
+
 class WorkingTrees:
     def __init__(self, git: "Git") -> None:
         self.git = git
@@ -192,11 +202,15 @@ class WorkingTrees:
             time.sleep(0.01 * attempt)
         raise GitError(["git", *args], proc.returncode, proc.stderr.decode("utf-8", "replace"))
 
+    @staticmethod
+    def gitfile_ok(worktree: str) -> bool:
+        return _gitfile(worktree)
+
     def remove(self, path: str, *, force: bool = False) -> None:
         """`git worktree remove` (never forced unless asked: a worktree with changes stays and Git says
         why; `force` only once those changes are kept elsewhere, and then a locked one goes too)."""
-        if force and os.path.isdir(path) and not os.path.lexists(os.path.join(path, ".git")):
-            shutil.rmtree(path)   # a removal killed half-way took its `.git` file: Git can no longer check it
+        if force and os.path.isdir(path) and not _gitfile(path):
+            shutil.rmtree(path)   # killed half-way, its `.git` file gone or half written: Git cannot check it
         self._run("worktree", "remove", *(["--force", "--force"] if force else []), "--end-of-options", path)
 
     def prune(self) -> None:

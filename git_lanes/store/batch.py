@@ -55,7 +55,6 @@ class BatchStore:
 
     def read(self, slug: str, commit: str | None = None) -> Snapshot | None:
         """The latest record of the slug (or the one at `commit`), None when there is none."""
-
         tip = commit or self.git.refs.resolve(self.ref(slug))
         if tip is None:
             return None

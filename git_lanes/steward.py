@@ -71,7 +71,7 @@ def release(s: Session, slug: str, task_id: str, keep_branch: bool = False) -> d
         raise usage(f"{task_id} is not a child of batch {report['batch_id']}")
     handoff = _handoff(report, "release", task_id)
     if handoff is None:
-        done = release_restarted(s, slug, task_id, keep_branch) or _release_interrupted(s, slug, task_id, keep_branch)
+        done = release_restarted(s, slug, task_id, keep_branch) or release_interrupted(s, slug, task_id, keep_branch)
         if done is not None:
             return {"released": [done]}
         raise refused("batch_lane_release_refused", f"{task_id} has no release handoff (it is "
@@ -86,7 +86,7 @@ def release(s: Session, slug: str, task_id: str, keep_branch: bool = False) -> d
     return {"released": [_removed(task_id, handoff["lane_path"], handoff["lane_branch"], keep_branch)]}
 
 
-def _release_interrupted(s: Session, slug: str, task_id: str, keep_branch: bool) -> dict[str, Any] | None:
+def release_interrupted(s: Session, slug: str, task_id: str, keep_branch: bool) -> dict[str, Any] | None:
     """A release killed after it removed the worktree: the branch (still on its lane commit) goes, and
     the child is recorded `released` — the same end as a release that was not interrupted."""
     with s.transaction(slug, "release") as tx:

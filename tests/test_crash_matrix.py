@@ -580,9 +580,11 @@ def lane_branches(repo: Path) -> list[str]:
     return git(repo, "for-each-ref", "--format=%(refname:short)", "refs/heads/imm-lane/").split()
 
 
-def test_a_run_killed_after_completing_the_batch_is_continued_by_the_next_run(worlds):
+@pytest.mark.parametrize("then", ["as-killed", "one-worktree-gone"])
+def test_a_run_killed_after_completing_the_batch_is_continued_by_the_next_run(worlds, then):
     """`run` is threaded, so the kill is placed by what the Git call says: right after the write
-    that records `completed` (its reflog message), before the lanes are released."""
+    that records `completed` (its reflog message), before the lanes are released. Or a release
+    killed after its worktree went: only the branch is left (found by the kill soak)."""
     sc = SCENARIOS["run"]
     prep = worlds.get(sc, 0, {})
     w = prep.world
@@ -591,6 +593,10 @@ def test_a_run_killed_after_completing_the_batch_is_continued_by_the_next_run(wo
     assert was_killed(killed) and prep.killgit.killed(), killed.stderr
     assert record(w.repo)["batch_state"] == "completed"
     assert lane_branches(w.repo), "the kill came after every lane was released: nothing to continue"
+    if then == "one-worktree-gone":
+        lane = next(c["lane"]["path"] for c in record(w.repo)["children"]
+                    if c["state"] == "integrated" and c["lane"].get("path") and Path(c["lane"]["path"]).is_dir())
+        git(w.repo, "worktree", "remove", "--force", lane)
     again = lanes_proc(w.repo, *argv_of(sc, prep), env=prep.env, timeout=180)
     assert again.code == 0, again
     assert lane_branches(w.repo) == [] and not any(w.lanes.rglob(".git")), "lanes left behind"

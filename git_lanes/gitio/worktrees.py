@@ -62,8 +62,8 @@ class WorktreeList(list):
 
 
 LIST_TRIES = 14   # about a second of 10..140 ms waits
-_TRANSIENT = "failed to read "
-_UNREADABLE = re.compile(r"failed to read (\S+/worktrees/[^/\s]+/(?:commondir|gitdir|HEAD))")   # another worktree's metadata, half written by a concurrent `worktree add`
+_TRANSIENT = "failed to read "   # another worktree's metadata, half written by a concurrent `worktree add`
+_UNREADABLE = re.compile(r"failed to read (\S+/worktrees/[^/\s]+/(?:commondir|gitdir|HEAD))")
 
 
 def _gitfile(worktree: str) -> bool:
@@ -117,7 +117,8 @@ class WorkingTrees:
     def list(self) -> WorktreeList:
         """`git worktree list`. Git fails it now and then while another process adds or removes a
         worktree (`failed to read .../commondir`): an empty list would make every lane look gone, so a
-        failure is retried for up to a second, then raised."""
+        failure is retried for up to a second; then the metadata of a dead add is removed and the list
+        tried again, or the failure is raised."""
         attempt = 0
         while True:
             proc = self.git.run("worktree", "list", "--porcelain", "-z", check=False)

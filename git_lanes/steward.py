@@ -106,6 +106,18 @@ def release_interrupted(s: Session, slug: str, task_id: str, keep_branch: bool) 
     return _removed(task_id, lane.path, lane.branch, keep_branch)
 
 
+def release_gone(s: Session, slug: str, report: dict[str, Any], skip: set[str]) -> list[str]:
+    """Integrated children (but those in `skip`) whose worktree is gone — removed between two ticks of
+    `run`, or by a release killed half-way — recorded `released` (their branch deleted when it is on
+    the lane commit), as the next tick would; the task ids."""
+    done = []
+    for c in report["children"]:
+        if c["state"] == "integrated" and c["task_id"] not in skip and \
+                release_interrupted(s, slug, c["task_id"], keep_branch=False) is not None:
+            done.append(c["task_id"])
+    return done
+
+
 def release_integrated(s: Session, slug: str, handoffs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Remove the lanes of these release handoffs and record them `released` in one write (`run` on its
     way out, whatever the batch's state). A lane that cannot go is reported, not fatal."""

@@ -137,7 +137,7 @@ def test_ctrl_c_releases_the_integrated_lanes_and_says_how_to_go_on(tmp_path):
     report = status(root, "drv")
     landed = [c for c in report["children"] if c["commit"]]
     assert len(landed) >= 2
-    assert all(c["state"] == "released" for c in landed), report["children"]
+    assert all(c["state"] == "released" for c in landed), ([(c["task_id"], c["state"]) for c in landed], out)
     branches = git(root, "for-each-ref", "--format=%(refname:lstrip=4)", "refs/heads/imm-lane/drv/").split()
     assert not set(branches) & {c["task_id"] for c in landed}
 

@@ -116,19 +116,15 @@ def log_dir(s: Session, batch_id: str) -> str:
 def _release_finished(s: Session, slug: str, say: Callable[[str], None]) -> None:
     """The integrated lanes a batch that ended outside `run` still has (e.g. by `resume`'s tick) go: before a
     new batch starts (they would be stale_lanes), and when `run` leaves a needs_human batch alone."""
-    from ..steward import release_integrated, release_interrupted
+    from ..steward import release_gone, release_integrated
 
     report = status_report(s, slug)
     handoffs = [h for h in report["handoffs"] if h.get("action") == "release"]
     for item in release_integrated(s, slug, handoffs):
         if not item.get("failed"):
             say(f"{item['task_id']}: released its lane {item['path']} (integrated)")
-    named = {h["task_id"] for h in handoffs}
-    for c in report["children"]:   # a release killed after its worktree went: only the branch is left
-        if c["state"] == "integrated" and c["task_id"] not in named:
-            done = release_interrupted(s, slug, c["task_id"], keep_branch=False)
-            if done is not None:
-                say(f"{c['task_id']}: released what was left of its lane (integrated)")
+    for task in release_gone(s, slug, report, {h["task_id"] for h in handoffs}):
+        say(f"{task}: released what was left of its lane (integrated)")
 
 
 def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, opts=None,

@@ -368,12 +368,13 @@ class Driver(Provisioning):
     def release_all(self) -> None:
         """On the way out, whatever the batch's state: remove every lane whose child is integrated (and
         clean, on its branch, its commit on the batch branch), recorded `released` in one write."""
-        from ..steward import release_integrated
+        from ..steward import release_gone, release_integrated
         from ..tick import status_report
 
         self.releases = []
         try:
-            handoffs = [h for h in status_report(self.cs, self.slug).get("handoffs", [])
+            report = status_report(self.cs, self.slug)
+            handoffs = [h for h in report.get("handoffs", [])
                         if h.get("action") == "release" and h["task_id"] not in self.sessions.active]
             for item in release_integrated(self.cs, self.slug, handoffs):
                 if item.get("failed"):
@@ -381,6 +382,12 @@ class Driver(Provisioning):
                 else:
                     self.progress.event(f"{item['task_id']}: lane released")
                     self.prev.setdefault(item["task_id"], {})["state"] = "released"
+                self.removed = True
+            # lanes removed since the last tick (it would have recorded them): recorded now
+            skip = {h["task_id"] for h in handoffs} | set(self.sessions.active)
+            for task in release_gone(self.cs, self.slug, report, skip):
+                self.progress.event(f"{task}: lane released")
+                self.prev.setdefault(task, {})["state"] = "released"
                 self.removed = True
         except LanesError as exc:
             self.progress.event(f"could not release the integrated lanes: {exc.message}")

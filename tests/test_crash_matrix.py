@@ -262,6 +262,13 @@ def worlds(tmp_path_factory) -> Worlds:
     return _WORLDS
 
 
+def fresh(worlds, name: str) -> tuple[Prepared, World]:
+    """A scenario's world as it was before its command."""
+    prep = worlds.get(SCENARIOS[name], 0, {})
+    prep.world.restore("pre")
+    return prep, prep.world
+
+
 def argv_of(sc: Scenario, prep: Prepared) -> list[str]:
     return [prep.env["ADV_EXECUTOR"] if a == "@EXECUTOR@" else a for a in sc.argv]
 
@@ -608,10 +615,7 @@ def test_a_run_killed_after_completing_the_batch_is_continued_by_the_next_run(wo
 def test_a_provision_killed_inside_git_worktree_add_is_continued(worlds):
     """What Git leaves when killed inside `git worktree add`: the branch (git-lanes made it), the
     worktree registered and locked `initializing`, nothing checked out."""
-    sc = SCENARIOS["provision"]
-    prep = worlds.get(sc, 0, {})
-    w = prep.world
-    w.restore("pre")
+    prep, w = fresh(worlds, "provision")
     rec = record(w.repo)
     base = git(w.repo, "rev-parse", f"imm/{SLUG}").strip()
     path = w.lanes / "half-made" / "core"
@@ -631,10 +635,7 @@ def test_a_worktree_add_killed_before_its_head_is_continued_at_the_same_path(wor
     """Killed a step earlier (found by the kill soak): the worktree at the lane's own path is
     registered, locked `initializing`, its HEAD still Git's null placeholder with `HEAD.lock` held,
     and the branch already gone (an earlier command cleared it). The next provision reuses the path."""
-    sc = SCENARIOS["provision"]
-    prep = worlds.get(sc, 0, {})
-    w = prep.world
-    w.restore("pre")
+    prep, w = fresh(worlds, "provision")
     path = w.lanes / "half-made" / "core"
     base = git(w.repo, "rev-parse", f"imm/{SLUG}").strip()
     git(w.repo, "worktree", "add", "--detach", str(path), base)
@@ -658,10 +659,7 @@ def test_a_lane_removal_killed_half_way_is_cleared_by_the_next_provision(worlds,
     """`git worktree remove` deletes the files first, then the registration: killed between, the
     never-admitted lane of a pending child is registered with files missing (its `.git` file too,
     perhaps). That is no one's work."""
-    sc = SCENARIOS["provision"]
-    prep = worlds.get(sc, 0, {})
-    w = prep.world
-    w.restore("pre")
+    prep, w = fresh(worlds, "provision")
     base = git(w.repo, "rev-parse", f"imm/{SLUG}").strip()
     path = w.lanes / "half-removed" / "core"
     git(w.repo, "worktree", "add", "-q", "-b", f"imm-lane/{SLUG}/core", str(path), base)
@@ -685,10 +683,7 @@ def test_a_worktree_add_killed_while_writing_its_metadata_does_not_wedge_every_c
     """Killed between creating and writing `commondir`, a `git worktree add` leaves an entry that makes
     every later `git worktree list` fail ("failed to read …/commondir"). Once its `initializing` lock
     is stale, the next command removes it (and the folder holding only its `.git` file)."""
-    sc = SCENARIOS["provision"]
-    prep = worlds.get(sc, 0, {})
-    w = prep.world
-    w.restore("pre")
+    prep, w = fresh(worlds, "provision")
     base = git(w.repo, "rev-parse", f"imm/{SLUG}").strip()
     path = w.lanes / "dead-add" / "core"
     git(w.repo, "worktree", "add", "--detach", str(path), base)
@@ -716,10 +711,7 @@ def test_a_worktree_add_killed_while_writing_its_metadata_does_not_wedge_every_c
 def test_a_release_killed_half_way_through_the_worktree_removal_is_finished(worlds):
     """The same kill in the release of an integrated lane: files gone, the lane still registered and
     on its lane commit. The next tick hands it out for release all the same, and `release` finishes."""
-    sc = SCENARIOS["release"]
-    prep = worlds.get(sc, 0, {})
-    w = prep.world
-    w.restore("pre")
+    prep, w = fresh(worlds, "release")
     rec = record(w.repo)
     task = next(c["task_id"] for c in rec["children"] if c["state"] == "integrated" and c["lane"].get("path"))
     path = Path(child(rec, task)["lane"]["path"])

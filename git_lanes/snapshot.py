@@ -64,8 +64,8 @@ def worktree_clean(git: Git, worktree: str) -> bool:
 
 def half_removed(git: Git, worktree: str) -> bool:
     """What a `git worktree add` or `remove` killed half-way leaves (remove deletes the files first,
-    then the registration): the `.git` file gone or half written, or nothing but missing files in
-    `git status`."""
+    then the registration): the `.git` file gone or half written, metadata Git cannot read, or
+    nothing but missing files in `git status`."""
     from .gitio import GitError
 
     if not git.work.gitfile_ok(worktree):   # its `.git` file gone or half written
@@ -73,7 +73,7 @@ def half_removed(git: Git, worktree: str) -> bool:
     try:
         entries = git.work.status(worktree)
     except GitError:
-        return False
+        return True   # its metadata half written: Git cannot read it any more
     return bool(entries) and all(e.xy == " D" for e in entries)
 
 

@@ -654,7 +654,7 @@ def test_a_worktree_add_killed_before_its_head_is_continued_at_the_same_path(wor
     must(lanes_proc(w.repo, "audit", env=prep.env), "audit")
 
 
-@pytest.mark.parametrize("dot_git", ["kept", "gone", "half-written"])
+@pytest.mark.parametrize("dot_git", ["kept", "gone", "half-written", "not-a-repository"])
 def test_a_lane_removal_killed_half_way_is_cleared_by_the_next_provision(worlds, dot_git):
     """`git worktree remove` deletes the files first, then the registration: killed between, the
     never-admitted lane of a pending child is registered with files missing (its `.git` file too,
@@ -671,6 +671,9 @@ def test_a_lane_removal_killed_half_way_is_cleared_by_the_next_provision(worlds,
         (path / ".git").unlink()
     elif dot_git == "half-written":
         (path / ".git").write_text("")
+    elif dot_git == "not-a-repository":   # its metadata half written: Git's "is not a .git file, error code 7"
+        admin = Path(git(path, "rev-parse", "--absolute-git-dir").strip())
+        (admin / "commondir").unlink()
     proc = lanes_proc(w.repo, "provision", "core", "--json", env=prep.env)
     assert proc.code == 0, proc
     assert "an interrupted provision left" in proc.err

@@ -210,9 +210,15 @@ class WorkingTrees:
     def remove(self, path: str, *, force: bool = False) -> None:
         """`git worktree remove` (never forced unless asked: a worktree with changes stays and Git says
         why; `force` only once those changes are kept elsewhere, and then a locked one goes too)."""
+        args = ("worktree", "remove", *(["--force", "--force"] if force else []), "--end-of-options", path)
         if force and os.path.isdir(path) and not _gitfile(path):
             shutil.rmtree(path)   # killed half-way, its `.git` file gone or half written: Git cannot check it
-        self._run("worktree", "remove", *(["--force", "--force"] if force else []), "--end-of-options", path)
+        proc = self._run(*args, check=False)
+        if proc.returncode != 0 and force and b"validation failed" in proc.stderr and os.path.isdir(path):
+            shutil.rmtree(path)   # its metadata half written (a killed add): Git cannot check it either
+            proc = self._run(*args, check=False)
+        if proc.returncode != 0:
+            raise GitError(["git", *args], proc.returncode, proc.stderr.decode("utf-8", "replace"))
 
     def prune(self) -> None:
         self.git.run("worktree", "prune")

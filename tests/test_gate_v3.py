@@ -205,3 +205,24 @@ def test_a_fast_forward_killed_after_the_index_write_is_finished_by_the_next_tic
     assert git(repo, "rev-parse", "imm/demo").strip() == cand["commit"]
     assert git(repo, "status", "--porcelain") == ""
     assert child(report, "a")["state"] == "integrated" and child(report, "a")["commit"] == cand["commit"]
+
+
+def test_a_fast_forward_killed_while_writing_files_is_put_back_and_redone(repo):
+    """Killed while it wrote the files (the index untouched), the merge leaves some of the candidate's
+    files in the coordinator, one perhaps torn (empty): no lane's version, so the leak rule would
+    refuse for ever. They are copied aside, put back, and the next fast-forward writes them whole."""
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": check_file("src/a/x")}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    finish(provision(repo, "a"), {"src/a/x": "a"})
+    env = dict(os.environ, GIT_LANES_CRASH_AT="candidate-verified")
+    assert subprocess.run(["git", "lanes", "tick"], cwd=repo, env=env, capture_output=True).returncode != 0
+    cand = lanes_json(repo, "status")[1]["candidate"]
+    (repo / "src" / "a").mkdir(parents=True, exist_ok=True)
+    (repo / "src" / "a" / "x").write_text("")   # torn: created, not yet written
+    code, out, err = lanes(repo, "tick")
+    assert code == 0 and "was interrupted while it wrote files" in err, err
+    assert git(repo, "rev-parse", "imm/demo").strip() == cand["commit"]
+    assert (repo / "src" / "a" / "x").read_text() == "a"
+    assert git(repo, "status", "--porcelain") == ""
+    report = lanes_json(repo, "status")[1]
+    assert child(report, "a")["state"] == "integrated" and report["batch_state"] == "completed"

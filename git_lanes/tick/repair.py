@@ -108,12 +108,18 @@ def ensure_branch(t: TickState) -> None:
 def _finish_fast_forward(t: TickState) -> None:
     """A `merge --ff-only` killed after it wrote the coordinator's index but before it moved the
     branch leaves the verified candidate's tree staged on the old head; move the branch as the
-    merge would have (compare-and-swap), so the adoption of step 3 records it."""
+    merge would have (compare-and-swap), so the adoption of step 3 records it. Killed while it
+    wrote the files, it leaves some of them (perhaps torn) on an untouched index: put back."""
     cand = t.record.candidate
     if cand is None or t.head != cand.head or not t.git.odb.has(cand.commit):
         return
-    if not t.git.work.index_matches(t.record.coordinator, cand.commit) or \
-            t.git.work.index_matches(t.record.coordinator, cand.head):
+    entries = t.git.work.status(t.record.coordinator)
+    if not entries:
+        return
+    if all(e.xy in ("??", " M", " D") for e in entries):   # the index untouched
+        _undo_torn_checkout(t, cand, entries)
+        return
+    if not t.git.work.index_matches(t.record.coordinator, cand.commit):
         return
     try:
         t.git.refs.update([(t.branch.ref, cand.commit, cand.head)], f"git-lanes: finish the fast-forward to "
@@ -123,6 +129,31 @@ def _finish_fast_forward(t: TickState) -> None:
     t.head = cand.commit
     t.s.worktrees(refresh=True)
     t.s.warn(f"an interrupted fast-forward of {t.record.branch} to {cand.commit[:12]} was finished")
+
+
+def _undo_torn_checkout(t: TickState, cand, entries) -> None:
+    """Unstaged changes in the coordinator, every one at a path the recorded candidate changes (its
+    checkout was killed half-way, a file perhaps torn): copied under `lanes/restores/<batch_id>/`,
+    then put back to HEAD. The candidate holds the whole files; the next fast-forward writes them."""
+    import shutil
+
+    rec = t.record
+    changed = set(t.git.odb.diff_paths(cand.head, cand.commit))
+    if any(e.path not in changed for e in entries):
+        return
+    backup = os.path.join(t.git.common_dir, "lanes", "restores", rec.batch_id,
+                          "torn-" + "".join(ch for ch in t.s.clock() if ch.isalnum()))
+    for e in entries:
+        source = os.path.join(rec.coordinator, e.path)
+        if os.path.lexists(source):
+            os.makedirs(os.path.dirname(os.path.join(backup, e.path)), exist_ok=True)
+            shutil.copy2(source, os.path.join(backup, e.path), follow_symlinks=False)
+    for e in entries:
+        if e.xy == "??":
+            os.unlink(os.path.join(rec.coordinator, e.path))
+    t.git.work.checkout_paths(rec.coordinator, [e.path for e in entries if e.xy != "??"])
+    t.s.warn(f"a fast-forward to {cand.commit[:12]} was interrupted while it wrote files; "
+             f"{len(entries)} path(s) put back to {rec.branch} (copies in {backup})")
 
 
 def _stop(t: TickState, state: str, reason: str, event: str) -> None:

@@ -112,6 +112,8 @@ def create_lane(s: "Session", slug: str, task_id: str, base: str, batch_id: str,
     setup_command(s)   # shell syntax in it: refused before anything is created
     target = os.path.abspath(path) if path else default_lane_path(s, slug, task_id)
     _clear_half_made(s, target, branch)
+    if path is None:
+        _clear_orphan_folder(s, target)
     if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
         raise usage(f"--path: {target} exists and is not empty")
     try:
@@ -145,7 +147,7 @@ def _clear_leftover(s: "Session", branch: LaneBranch, base: str, task_id: str, s
     half_made = wt is not None and (wt.locked == "initializing" or not os.path.isdir(wt.path))
     own_work = tip != base and not s.git.odb.is_ancestor(tip, base)
     dirty = wt is not None and not half_made and not half_removed(s.git, wt.path) and \
-        not s.git.work.is_clean(wt.path)
+        not s.git.work.is_clean(wt.path) and not _moving_to(s, wt.path, tip, base)
     if own_work or dirty:
         what = "commits of its own" if own_work else \
             "changes in " + ", ".join(f"{e.xy.strip()} {e.path}" for e in s.git.work.status(wt.path)[:3])
@@ -153,6 +155,18 @@ def _clear_leftover(s: "Session", branch: LaneBranch, base: str, task_id: str, s
                                                   f"release it first (git lanes release {task_id} --slug {slug})")
     s.warn(f"removing the lane {branch.name} an interrupted provision left" + (f" at {wt.path}" if wt else ""))
     remove_lane(s, wt.path if wt is not None else "", branch.name, force=True)
+
+
+def _moving_to(s: "Session", path: str, tip: str | None, base: str) -> bool:
+    """A spare lane's fast-forward toward the batch head killed after its index write: every change
+    staged (the files already match), each at a path that differs between its tip and `base`."""
+    if tip is None:
+        return False
+    entries = s.git.work.status(path)
+    if not entries or any(e.xy[1] != " " for e in entries):
+        return False
+    moved = set(s.git.odb.diff_paths(tip, base))
+    return all(e.path in moved for e in entries)
 
 
 def _clear_half_made(s: "Session", target: str, branch: LaneBranch) -> None:
@@ -164,6 +178,18 @@ def _clear_half_made(s: "Session", target: str, branch: LaneBranch) -> None:
     s.warn(f"removing the half-made worktree an interrupted provision left at {target}")
     s.git.work.remove(target, force=True)
     s.worktrees(refresh=True)
+
+
+def _clear_orphan_folder(s: "Session", target: str) -> None:
+    """git-lanes' own lane folder left by a removal killed half-way and then pruned (its `.git` file
+    and registration gone, some files left): no worktree, so nothing of anyone's; removed."""
+    if not os.path.isdir(target) or not os.listdir(target) or s.worktrees().at(target) is not None:
+        return
+    dot_git = os.path.join(target, ".git")
+    if os.path.lexists(dot_git) and (not os.path.isfile(dot_git) or s.git.work.gitfile_ok(target)):
+        return   # a repository, or a worktree Git knows of elsewhere: not ours to touch
+    s.warn(f"removing {target}, what an interrupted removal of a lane left (no worktree is registered there)")
+    shutil.rmtree(target)
 
 
 def _undo(s: "Session", target: str, branch: LaneBranch) -> None:

@@ -727,3 +727,35 @@ def test_a_release_killed_half_way_through_the_worktree_removal_is_finished(worl
     assert child(record(w.repo), task)["state"] == "released" and not path.exists()
     assert git(w.repo, "for-each-ref", f"refs/heads/imm-lane/{SLUG}/{task}") == ""
     must(lanes_proc(w.repo, "audit", env=prep.env), "audit")
+
+
+def test_a_spare_lane_fast_forward_killed_after_its_index_write_is_cleared(worlds):
+    """`run` moves a spare lane to the new batch head with `merge --ff-only`; killed after the index
+    write, the lane has the head's new files staged on its old tip (found by the kill soak)."""
+    prep, w = fresh(worlds, "provision")
+    head = git(w.repo, "rev-parse", f"imm/{SLUG}").strip()
+    old = git(w.repo, "rev-parse", f"imm/{SLUG}~1").strip()   # the spare lane was made one commit ago
+    path = w.lanes / "spare" / "core"
+    git(w.repo, "worktree", "add", "-q", "-b", f"imm-lane/{SLUG}/core", str(path), old)
+    git(path, "read-tree", "-m", "-u", old, head)   # what the merge did before it died
+    assert git(path, "status", "--porcelain").strip()
+    proc = lanes_proc(w.repo, "provision", "core", "--json", env=prep.env)
+    assert proc.code == 0, proc
+    assert child(record(w.repo), "core")["state"] == "enrolled"
+    must(lanes_proc(w.repo, "audit", env=prep.env), "audit")
+
+
+def test_a_pruned_half_removed_lane_folder_is_cleared_at_the_default_path(worlds):
+    """A removal killed after the `.git` file went, then `git worktree prune`: the lane's default
+    folder holds some files and no worktree. It is git-lanes' own folder: cleared, and reused."""
+    prep, w = fresh(worlds, "provision")
+    proc = lanes_proc(w.repo, "provision", "core", "--json", env=prep.env)
+    assert proc.code == 0, proc
+    path = Path(child(record(w.repo), "core")["lane"]["path"])
+    w.restore("pre")
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "left-over.txt").write_text("a file the killed removal did not reach\n")
+    proc = lanes_proc(w.repo, "provision", "core", "--json", env=prep.env)
+    assert proc.code == 0, proc
+    assert "an interrupted removal of a lane" in proc.err
+    assert Path(child(record(w.repo), "core")["lane"]["path"]) == path and not (path / "left-over.txt").exists()

@@ -158,12 +158,13 @@ def _clear_leftover(s: "Session", branch: LaneBranch, base: str, task_id: str, s
 
 
 def _moving_to(s: "Session", path: str, tip: str | None, base: str) -> bool:
-    """A spare lane's fast-forward toward the batch head killed after its index write: every change
-    staged (the files already match), each at a path that differs between its tip and `base`."""
+    """A spare lane's fast-forward toward the batch head killed inside its checkout or after its index
+    write: every change at a path that differs between its tip and `base` (no executor ever ran in a
+    lane that was never admitted, so nothing else can have written there)."""
     if tip is None:
         return False
     entries = s.git.work.status(path)
-    if not entries or any(e.xy[1] != " " for e in entries):
+    if not entries:
         return False
     moved = set(s.git.odb.diff_paths(tip, base))
     return all(e.path in moved for e in entries)

@@ -729,15 +729,19 @@ def test_a_release_killed_half_way_through_the_worktree_removal_is_finished(worl
     must(lanes_proc(w.repo, "audit", env=prep.env), "audit")
 
 
-def test_a_spare_lane_fast_forward_killed_after_its_index_write_is_cleared(worlds):
+@pytest.mark.parametrize("killed", ["after-the-index", "inside-the-checkout"])
+def test_a_spare_lane_fast_forward_killed_after_its_index_write_is_cleared(worlds, killed):
     """`run` moves a spare lane to the new batch head with `merge --ff-only`; killed after the index
-    write, the lane has the head's new files staged on its old tip (found by the kill soak)."""
+    write, the lane has the head's new files staged on its old tip; killed inside the checkout, some
+    of them on its old index (both found by the kill soak)."""
     prep, w = fresh(worlds, "provision")
     head = git(w.repo, "rev-parse", f"imm/{SLUG}").strip()
     old = git(w.repo, "rev-parse", f"imm/{SLUG}~1").strip()   # the spare lane was made one commit ago
     path = w.lanes / "spare" / "core"
     git(w.repo, "worktree", "add", "-q", "-b", f"imm-lane/{SLUG}/core", str(path), old)
     git(path, "read-tree", "-m", "-u", old, head)   # what the merge did before it died
+    if killed == "inside-the-checkout":
+        git(path, "read-tree", old)                  # the files written, the index not yet
     assert git(path, "status", "--porcelain").strip()
     proc = lanes_proc(w.repo, "provision", "core", "--json", env=prep.env)
     assert proc.code == 0, proc

@@ -29,7 +29,7 @@ from adversary import (GIT_LANES, Proc, child, landed_tasks, lanes_proc, make_re
 from conftest import git
 
 SLUG = "adv"
-ROUNDS = int(os.environ.get("GIT_LANES_CONCURRENCY_ROUNDS", "15"))   # the long run: 200
+ROUNDS = int(os.environ.get("GIT_LANES_CONCURRENCY_ROUNDS", "15"))   # more for a long run
 N_TASKS = 40
 MAX_PARALLEL = 3
 

@@ -226,16 +226,17 @@ def _orphans(s: Session, record: BatchRecord) -> list[tuple[str, dict]]:
     return found
 
 
-def restore_leaks(s: Session, record: BatchRecord, at: str) -> list[Restore]:
+def restore_leaks(s: Session, record: BatchRecord, at: str, entries: list | None = None) -> list[Restore]:
     """The restores of this tick (none when the coordinator is clean and no backup is unrecorded);
     refuses `working_tree_unstaged` on anything unprovable.
 
     A backup left unrecorded by a tick that died is adopted: recorded as it is when the
     coordinator was already put back, reused (no second backup) when the coordinator still holds
-    exactly the bytes it saved."""
+    exactly the bytes it saved. `entries`: the coordinator's `git status` when the caller has it."""
     coordinator = record.coordinator
     orphans = _orphans(s, record)
-    entries = s.git.status(cwd=coordinator)
+    if entries is None:
+        entries = s.git.status(cwd=coordinator)
     if not entries:
         return [Restore(at=doc["at"], backup=path, paths=doc["paths"]) for path, doc in orphans]
     facts, reader = gather(s, record, entries)

@@ -146,3 +146,26 @@ def test_an_old_git_is_refused_with_the_version_named(repo, tmp_path, monkeypatc
         Git(repo).require_version()
     assert exc.value.exit_code == ExitCode.FATAL
     assert "needs git >= 2.38 (found 2.30)" in exc.value.detail
+
+
+def test_a_prepared_index_replaces_reset_once_head_holds_its_tree(repo, tmp_path):
+    """`snapshot(keep=True)` leaves the index of the tree it built; once HEAD holds that tree the
+    index is installed under Git's lock protocol (the lane clean without a scan); a held
+    `index.lock` or another tree installs nothing."""
+    wt = tmp_path / "lane"
+    git(repo, "worktree", "add", "-q", "-b", "lane", str(wt))
+    (wt / "new.txt").write_text("delivered\n")
+    g = Git(wt)
+    tree = g.work.snapshot(str(wt), keep=True)
+    assert git(wt, "status", "--porcelain").strip() == "?? new.txt"          # the real index untouched
+    assert not g.work.install_index(str(wt), "0" * 40)               # prepared for another tree
+    commit = git(wt, "commit-tree", tree, "-p", "HEAD", "-m", "lane commit").strip()
+    git(wt, "update-ref", "refs/heads/lane", commit)
+    lock = g.work.index_path(str(wt)) + ".lock"
+    open(lock, "w").close()
+    assert not g.work.install_index(str(wt), tree)                   # Git holds the index
+    os.unlink(lock)
+    assert g.work.install_index(str(wt), tree)
+    assert git(wt, "status", "--porcelain") == ""
+    assert not os.path.exists(g.work.prepared_index(str(wt), tree))
+    assert not g.work.install_index(str(wt), tree)                   # used once

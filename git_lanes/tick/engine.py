@@ -60,7 +60,8 @@ def build_lane_commit(git: "Git", record: "BatchRecord", child: "Child", attempt
 
 
 def move_lane_branch(s: "Session", child: "Child") -> None:
-    """Move the lane branch to its lane commit (compare-and-swap) and refresh the lane's index."""
+    """Move the lane branch to its lane commit (compare-and-swap) and refresh the lane's index (only
+    when it does not hold the lane commit's tree already)."""
     lane = child.lane
     assert lane is not None and lane.lane_commit
     ref = branch_ref(lane.branch)
@@ -73,10 +74,13 @@ def move_lane_branch(s: "Session", child: "Child") -> None:
         except RefRaceError:
             return
         crash_point("lane-branch-moved")
-    # refreshed every time the branch is found on its lane commit: a kill between the move and the
-    # refresh must not leave the lane dirty for ever (a lane of another clone refreshes on its pull, §14)
+    elif not (lane.path and os.path.isdir(lane.path)) or s.git.work.index_matches(lane.path, lane.lane_commit):
+        return
+    # refreshed whenever the branch is found on its lane commit with another index: a kill between the
+    # move and the refresh must not leave the lane dirty for ever (a lane of another clone refreshes on
+    # its pull, §14). The index observation prepared for the settled tree saves a scan of the lane.
     if lane.path and os.path.isdir(lane.path):
-        s.git.work.refresh_index(lane.path)
+        s.git.work.refresh_index(lane.path, s.git.odb.tree_of(lane.lane_commit))
 
 
 def build_candidate(git: "Git", head: str, lane_commit: str, base: str) -> str:

@@ -113,7 +113,7 @@ def _finish_fast_forward(t: TickState) -> None:
     cand = t.record.candidate
     if cand is None or t.head != cand.head or not t.git.odb.has(cand.commit):
         return
-    entries = t.git.work.status(t.record.coordinator)
+    entries = t.coordinator_status()
     if not entries:
         return
     if all(e.xy in ("??", " M", " D") for e in entries):   # the index untouched
@@ -127,6 +127,7 @@ def _finish_fast_forward(t: TickState) -> None:
     except RefRaceError:
         return
     t.head = cand.commit
+    t.forget_coordinator_status()
     t.s.worktrees(refresh=True)
     t.s.warn(f"an interrupted fast-forward of {t.record.branch} to {cand.commit[:12]} was finished")
 
@@ -152,6 +153,7 @@ def _undo_torn_checkout(t: TickState, cand, entries) -> None:
         if e.xy == "??":
             os.unlink(os.path.join(rec.coordinator, e.path))
     t.git.work.checkout_paths(rec.coordinator, [e.path for e in entries if e.xy != "??"])
+    t.forget_coordinator_status()
     t.s.warn(f"a fast-forward to {cand.commit[:12]} was interrupted while it wrote files; "
              f"{len(entries)} path(s) put back to {rec.branch} (copies in {backup})")
 
@@ -179,11 +181,12 @@ def restore_leaks(t: TickState) -> bool:
     from ..leaks import restore_leaks as restore
 
     try:
-        done = restore(t.s, t.record, t.s.clock())
+        done = restore(t.s, t.record, t.s.clock(), t.coordinator_status())
     except LanesError as exc:   # working_tree_unstaged: nothing touched; `--json` prints the rejection
         if exc.exit_code == ExitCode.REFUSED and exc.code and exc.report is None:
             exc.report = t.reject(exc.code, exc.detail).report
         raise
+    t.forget_coordinator_status()
     for r in done:
         t.record.restores.append(r)
         t.events.append(f"restored {len(r.paths)} leaked path(s)")

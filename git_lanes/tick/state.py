@@ -50,6 +50,7 @@ class TickState:
         self._scopes: dict[str, list[str]] | None = None
         self._hist: list[str] | None = None
         self._hist_set: set[str] = set()
+        self._coordinator_status: list | None = None
 
     @property
     def record(self) -> "BatchRecord":
@@ -96,6 +97,19 @@ class TickState:
             return None
         self.attempts[child.task_id] = lrec.qa_attempts[child.lane.attempt]
         return self.attempts[child.task_id]
+
+    # -- the coordinator's working tree -----------------------------------------------------------------
+
+    def coordinator_status(self) -> list:
+        """`git status` of the coordinator, read once per hold: the repairs before step 2 and the leak
+        restore ask the same question (one status is a full scan of a large worktree). A step that
+        writes the coordinator's files, index or branch calls `forget_coordinator_status`."""
+        if self._coordinator_status is None:
+            self._coordinator_status = self.git.work.status(self.record.coordinator)
+        return self._coordinator_status
+
+    def forget_coordinator_status(self) -> None:
+        self._coordinator_status = None
 
     # -- the batch branch's history -------------------------------------------------------------------
 

@@ -7,18 +7,15 @@ first use, so a command that never parses an intent never pays for them.
 from __future__ import annotations
 
 import shlex
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from .canonical import canonical_digest
 from .errors import LanesError, usage
+from .intentdoc import DEFAULT_TIMEOUT_S, intent_doc_hash, load_toml  # noqa: F401 (re-exported)
 from .ids import id_problem, path_problem, scope_entry_problem, shell_syntax_problem
-
-DEFAULT_TIMEOUT_S = 1800
 
 
 def _valid(value, problem: str | None):
@@ -159,41 +156,6 @@ def validation_error(path: str, exc: ValidationError) -> LanesError:
     """The first pydantic error as `<path>: <field>: <reason>`."""
     first = exc.errors()[0]
     return usage(f"{path}: {_field_name(first['loc'])}: {_reason(first)}")
-
-
-MAX_DEPTH = 32   # no plan file needs more than a few levels; deeper nesting is refused, not recursed into
-
-
-def _too_deep(doc: Any) -> bool:
-    stack = [(doc, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return True
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
-    return False
-
-
-def load_toml(path: str, data: bytes) -> dict[str, Any]:
-    try:
-        doc = tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise usage(f"{path}: not valid UTF-8") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise usage(f"{path}: invalid TOML: {' '.join(str(exc).split())}") from None
-    except RecursionError:
-        doc = None
-    if doc is None or _too_deep(doc):
-        raise usage(f"{path}: invalid TOML: nested more than {MAX_DEPTH} levels deep")
-    return doc
-
-
-def intent_doc_hash(doc: Mapping[str, Any]) -> str:
-    """`sha256:` + hex SHA-256 of the canonical JSON of an intent document as parsed."""
-    return canonical_digest(doc)
 
 
 @dataclass(frozen=True)

@@ -21,20 +21,21 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import socket
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from .clone import clone_id, host_name  # noqa: F401 (re-exported)
 from .decisions.admission import LaneFacts
+from .decisions.claims import claim_is_live
 from .gitio import LaneBranch, branch_ref, quote_path
-from .model import Lane, RemoteLocator, parse_time
+from .clock import parse_time
 from .session import Session
 from .store import CorruptRecord
 
 if TYPE_CHECKING:
     from .gitio import Git
-    from .model import BatchRecord, Claim, LaneRecord
+    from .model import BatchRecord, Claim, Lane, LaneRecord
 
 _CLEAN: set[tuple[str, str]] = set()
 REMOTE_TIMEOUT = 600   # seconds without a heartbeat before a remote lane counts as lost (lanes.remoteTimeout)
@@ -46,21 +47,6 @@ class Presence:
     branch: str | None    # full ref its HEAD is on
     head: str | None
     lost: str | None = None   # why a remote lane counts as lost although its refs are there
-
-
-# -- who this clone is (SPEC §14) -----------------------------------------------------------------------
-
-def clone_id(git: "Git", create: bool = False) -> str | None:
-    """This clone's `lanes.cloneId`: a random id made once per clone (with `create`)."""
-    value = git.config_get("lanes.cloneId")
-    if value or not create:
-        return value or None
-    git.config_write("lanes.cloneId", uuid.uuid4().hex[:16])
-    return git.config_get("lanes.cloneId")
-
-
-def host_name() -> str:
-    return socket.gethostname() or "localhost"
 
 
 def remote_timeout(git: "Git") -> int:
@@ -75,17 +61,13 @@ def silence(claim: "Claim", now: str, timeout: int) -> str | None:
     return f"no heartbeat from {claim.clone_id} since {last}" if age > timeout else None
 
 
-def _is_earlier_run(record: "BatchRecord", task_id: str, lrec: "LaneRecord") -> bool:
-    """A lane record of another batch, or of a run that `resume --restart` ended."""
-    return lrec.batch_id != record.batch_id or any(
-        a.task_id == task_id and a.run_id == lrec.run_id for a in record.archived_lanes)
-
-
 def live_claim(record: "BatchRecord", task_id: str, lrec: "LaneRecord | None") -> "Claim | None":
     """The claim of this batch's current run in a lane record, if it holds one."""
-    if lrec is None or lrec.claim is None or lrec.released is not None or _is_earlier_run(record, task_id, lrec):
+    if lrec is None or lrec.claim is None:
         return None
-    return lrec.claim
+    archived = {a.run_id for a in record.archived_lanes if a.task_id == task_id}
+    live = claim_is_live(record.batch_id, archived, lrec.batch_id, lrec.run_id, lrec.released is not None)
+    return lrec.claim if live else None
 
 
 # -- offers ------------------------------------------------------------------------------------------------
@@ -160,7 +142,7 @@ class LocalLanes:
     def delivery_tree(self, path: str) -> str:
         from .snapshot import snapshot_tree
 
-        return snapshot_tree(self.git, path)
+        return snapshot_tree(self.git, path, keep=True)   # a settled lane's index after its lane commit
 
     def facts(self, path: str, *, coordinator: str, expected_branch: str, base_ok: Callable[[str], bool],
               occupied: Callable[[str], str | None]) -> LaneFacts:
@@ -291,8 +273,10 @@ class Lanes:
         return self.local.facts(offer.path or "", coordinator=record.coordinator, expected_branch=expected_branch,
                                 base_ok=base_ok, occupied=occupied)
 
-    def lane(self, offer: Offer, facts: LaneFacts, branch: str) -> Lane:
+    def lane(self, offer: Offer, facts: LaneFacts, branch: str) -> "Lane":
         """The lane an admitted offer is recorded with (a claim's run_id becomes the lane's)."""
+        from .model import Lane, RemoteLocator
+
         if offer.claim is not None:
             return Lane(path=None, remote=RemoteLocator(clone_id=offer.claim.clone_id, host=offer.claim.host),
                         branch=branch, base_head=facts.head, run_id=offer.claim.run_id)

@@ -6,19 +6,14 @@ invariant checks) and writes nothing if it is invalid.
 
 from __future__ import annotations
 
-import datetime as _dt
 import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_serializer, model_validator
 
+from .clock import now, parse_time  # noqa: F401 (the record's clock, re-exported)
+from .contracts import BATCH_RECORD, BATCH_REPORT, CONTRACTS, LANE_RECORD, STORE_LAYOUT  # noqa: F401 (re-exported)
 from .ids import id_problem
-
-BATCH_RECORD = "git_lanes/batch_record/v1"
-LANE_RECORD = "git_lanes/lane_record/v1"
-BATCH_REPORT = "git_lanes/batch_report/v1"
-STORE_LAYOUT = "git_lanes/store_layout/v1"
-CONTRACTS = "git_lanes/contracts/v1"
 
 BatchState = Literal["running", "needs_human", "completed", "budget_stopped", "failed", "superseded"]
 TERMINAL = ("completed", "budget_stopped", "failed", "superseded")
@@ -45,16 +40,6 @@ def _valid_id(task: bool):
 
 TaskId = Annotated[str, _valid_id(task=True)]
 Slug = Annotated[str, _valid_id(task=False)]
-
-
-def now() -> str:
-    """UTC `YYYY-MM-DDTHH:MM:SS.mmmZ`."""
-    t = _dt.datetime.now(_dt.timezone.utc)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
-
-
-def parse_time(stamp: str) -> _dt.datetime:
-    return _dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc)
 
 
 class _Model(BaseModel):

@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .errors import ExitCode, LanesError, usage
 from .gitio import (BATCH_BRANCH_PREFIX, LANE_BRANCH_PREFIX, BatchBranch, Git, LaneBranch, Worktree, WorktreeList,
                     branch_ref)
 from .ids import check_id
-from .model import BatchRecord, now
-from .plan import Plan, load_plan
+from .clock import now
 from .store import BatchStore, EvidenceNotes, LaneStore
+
+if TYPE_CHECKING:   # the models load on first use: a lane command never needs them (issue 15)
+    from .model import BatchRecord
+    from .plan import Plan
 
 LANE_PREFIX = LANE_BRANCH_PREFIX
 BATCH_PREFIX = BATCH_BRANCH_PREFIX
 # Plans are pure functions of immutable objects: cached by (slug, tree id of .lanes/<slug>) and by
 # (slug, commit) so that the many effective-intent look-ups of a tick cost no object reads.
-_PLANS: dict[tuple[str, str], Plan] = {}
-_PLAN_OF_COMMIT: dict[tuple[str, str], Plan] = {}
+_PLANS: dict[tuple[str, str], "Plan"] = {}
+_PLAN_OF_COMMIT: dict[tuple[str, str], "Plan"] = {}
 
 
 def batch_branch(slug: str) -> str:
@@ -37,8 +40,8 @@ class Session:
     """The repository as seen by one command, plus the clock and the warning sink."""
 
     def __init__(self, cwd: str | None = None, *, warn: Callable[[str], None] = _warn_stderr,
-                 clock: Callable[[], str] = now, environ=None) -> None:
-        self.git = Git(cwd, environ, warn=warn)
+                 clock: Callable[[], str] = now, environ=None, lean: bool = False) -> None:
+        self.git = Git(cwd, environ, warn=warn, lean=lean)   # lean: objects read by `git cat-file`, no dulwich
         self.warn = warn
         self.clock = clock
         self.batches = BatchStore(self.git)
@@ -65,8 +68,10 @@ class Session:
         odb = self.git.odb
         return {e.name: odb.blob(e.oid) for e in odb.entries(tree) if e.mode in (0o100644, 0o100755)}
 
-    def plan_at(self, commit: str, slug: str) -> Plan:
+    def plan_at(self, commit: str, slug: str) -> "Plan":
         """The initiative `.lanes/<slug>/` as committed at `commit` (validated; cached)."""
+        from .plan import load_plan
+
         cached = _PLAN_OF_COMMIT.get((slug, commit))
         if cached is not None:
             return cached
@@ -104,10 +109,10 @@ class Session:
         return self.worktrees().on(branch_ref(branch))
 
     def current_branch(self) -> str | None:
+        """The full ref of the branch this worktree is on (None: detached, or no worktree)."""
         if self.git.toplevel is None:
             return None
-        wt = self.worktree_at(self.git.toplevel)
-        return wt.branch if wt else None
+        return self.git.work.head_ref(self.git.toplevel)
 
     # -- choosing the batch ---------------------------------------------------------------------
 
@@ -144,7 +149,7 @@ class Session:
             raise usage("not in a lane (the current branch is not imm-lane/<slug>/<task>)")
         return lane.slug, lane.task
 
-    def record(self, slug: str) -> BatchRecord:
+    def record(self, slug: str) -> "BatchRecord":
         snap = self.batches.read(slug)
         if snap is None:
             raise LanesError(f"no batch for {slug}", exit_code=ExitCode.USAGE)

@@ -52,9 +52,17 @@ def exclude_file(git: Git) -> str:
     return path
 
 
-def snapshot_tree(git: Git, worktree: str) -> str:
-    """The tree id of the worktree's delivery; the worktree's real index is never written."""
-    return git.work.snapshot(worktree, exclude_file(git))
+def snapshot_tree(git: Git, worktree: str, *, keep: bool = False) -> str:
+    """The tree id of the worktree's delivery; the worktree's real index is never written (with
+    `keep`, the index of that tree is kept for `Worktrees.install_index`)."""
+    return git.work.snapshot(worktree, exclude_file(git), keep=keep)
+
+
+def still_delivers(git: Git, worktree: str, tree: str) -> bool:
+    """Whether the worktree's delivery is still `tree`: cheaply, through the index a
+    `snapshot_tree(keep=True)` of it left, else by snapshotting again."""
+    quick = git.work.still_delivers(worktree, tree, exclude_file(git))
+    return quick if quick is not None else snapshot_tree(git, worktree) == tree
 
 
 def worktree_clean(git: Git, worktree: str) -> bool:

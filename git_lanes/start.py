@@ -177,10 +177,14 @@ def runtime_mismatch(path: str) -> str | None:
                 candidate = os.path.join(path, sub)
                 break
         else:
-            model = os.path.join(path, "git_lanes", "model.py")
-            if not os.path.isfile(model):
+            # a source tree: the names live in `contracts.py` (in `model.py` before this build)
+            sources = [os.path.join(path, "git_lanes", name) for name in ("model.py", "contracts.py")]
+            if not any(os.path.isfile(f) for f in sources):
                 return f"no runtime contract manifest under {path}"
-            theirs = _manifest_from_source(model)
+            theirs = {}
+            for source in sources:
+                if os.path.isfile(source):
+                    theirs.update(_manifest_from_source(source))
             return _differences(ours, theirs, path)
     try:
         with open(candidate, encoding="utf-8") as fh:

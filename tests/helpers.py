@@ -113,11 +113,11 @@ def forge_passed_attempt(lane: Path) -> None:
     (SPEC v3 §5). Record a passed attempt of the lane's delivery by hand, as such a lane would, so that
     the gate's rules can be tested on deliveries `done` refuses."""
     from git_lanes.laneside import LaneContext
-    from git_lanes.model import QaAttempt
     from git_lanes.session import Session
     from git_lanes.snapshot import snapshot_tree
 
     s = Session(cwd=str(lane))
     ctx = LaneContext.load(s)
-    attempt = QaAttempt(at=s.clock(), tree=snapshot_tree(s.git, str(lane)), passed=True, results=[])
-    ctx.update(lambda rec: rec.model_copy(update={"qa_attempts": [*rec.qa_attempts, attempt]}), "forged")
+    attempt = {"at": s.clock(), "tree": snapshot_tree(s.git, str(lane)), "passed": True, "results": [],
+               "author_ident": None, "note": None}
+    ctx.update(lambda rec: {**rec, "qa_attempts": [*rec["qa_attempts"], attempt]}, "forged")

@@ -46,8 +46,8 @@ def test_a_matching_manifest_file_starts_and_versions_are_not_compared(repo, tmp
 
 def test_a_git_lanes_source_tree_is_read_for_its_contracts(repo):
     plan(repo)
-    tree = Path(SRC).parent      # the directory that holds git_lanes/model.py
-    assert (tree / "git_lanes" / "model.py").is_file()
+    tree = Path(SRC).parent      # the directory that holds git_lanes/contracts.py
+    assert (tree / "git_lanes" / "contracts.py").is_file()
     assert start(repo, "demo", "--executor-runtime", str(tree))["batch_state"] == "running"
 
 
@@ -75,8 +75,9 @@ def test_a_mismatching_source_tree_refuses(repo, tmp_path):
     plan(repo)
     other = tmp_path / "other-runtime"
     (other / "git_lanes").mkdir(parents=True)
-    text = Path(SRC, "model.py").read_text().replace('"git_lanes/batch_report/v1"', '"git_lanes/batch_report/v2"')
-    (other / "git_lanes" / "model.py").write_text(text)
+    text = Path(SRC, "contracts.py").read_text().replace('"git_lanes/batch_report/v1"', '"git_lanes/batch_report/v2"')
+    (other / "git_lanes" / "contracts.py").write_text(text)
+    (other / "git_lanes" / "model.py").write_text(Path(SRC, "model.py").read_text())
     before = world(repo)
     code, doc, err = cli(repo, "start", "demo", "--yes", "--executor-runtime", str(other))
     assert code == 1

@@ -697,7 +697,7 @@ def test_a_worktree_add_killed_while_writing_its_metadata_does_not_wedge_every_c
         if item.name != ".git":
             shutil.rmtree(item) if item.is_dir() else item.unlink()
     assert subprocess.run(["git", "worktree", "list"], cwd=w.repo, capture_output=True).returncode != 0
-    young = lanes_proc(w.repo, "status", "--json", env=prep.env)   # a live add may still be writing
+    young = lanes_proc(w.repo, "tick", "--json", env=prep.env)   # a live add may still be writing
     assert young.code == 128 and "commondir" in young.err and admin.exists()
     then = time.time() - 61
     os.utime(admin / "locked", (then, then))

@@ -97,7 +97,7 @@ def intervention(at: str, task_id: str, text: str, kind: str = "instruction") ->
 def test_context_resolves_the_lane(repo):
     lane = make_lane(repo)
     ctx = LaneContext.load(session(lane))
-    assert (ctx.slug, ctx.task_id, ctx.record.batch_id, ctx.child.task_id) == ("demo", "alpha", BATCH_ID, "alpha")
+    assert (ctx.slug, ctx.task_id, ctx.batch.batch_id, ctx.batch.task_id) == ("demo", "alpha", BATCH_ID, "alpha")
     assert ctx.lane_record is None and ctx.lane_commit is None
     assert os.path.realpath(ctx.worktree) == os.path.realpath(lane)
 
@@ -155,6 +155,47 @@ def test_an_approved_revision_is_used_and_written_into_the_lane(repo):
     assert result["passed"] and [r["id"] for r in result["results"]] == ["A1", "A2"]
     assert (lane / ".lanes/demo/alpha.toml").read_text() == text
     assert git(repo, "show", f"{result['tree']}:.lanes/demo/alpha.toml") == text
+
+
+def _tamper_child(repo: Path, change) -> None:
+    """Rewrite alpha's child file of the stored record as a hostile lane could (any tool, SPEC §15)."""
+    from adversary import record_files, rewrite_state
+
+    path = next(p for p in record_files(repo, "demo") if p.startswith("children/") and p.endswith("/alpha.json"))
+    doc = record_files(repo, "demo")[path]
+    change(doc)
+    rewrite_state(repo, "refs/notes/lanes/batch/demo", {path.encode(): json.dumps(doc).encode()})
+
+
+@pytest.mark.parametrize("field, value", [("base_head", "--output=/tmp/x"), ("run_id", 7), ("path", ["x"])])
+def test_a_tampered_lane_field_is_a_corrupt_record_for_the_lane_too(repo, field, value):
+    """The lane commands read the record as plain data, yet check every field they use as the models do:
+    a value that would reach Git or a path is refused (exit 128), never used."""
+    lane = make_lane(repo)
+    _tamper_child(repo, lambda doc: doc["lane"].__setitem__(field, value))
+    with pytest.raises(LanesError, match=f"corrupt batch record of demo at [0-9a-f]+: lane.{field}") as exc:
+        task_info(session(lane))
+    assert exc.value.exit_code == ExitCode.FATAL
+
+
+def test_an_intent_whose_hash_the_batch_did_not_authorize_is_validated_in_full(repo, monkeypatch):
+    """The lane trusts an intent by the hash the batch authorized; one that does not match (here the
+    identity was rewritten under the plan) goes through the validating path instead."""
+    import git_lanes.laneview as laneview
+    from adversary import record_files, rewrite_state
+
+    lane = make_lane(repo)
+    assert task_info(session(lane))["scope"] == ["out.txt"]
+    long_way, original = [], laneview._validated
+    monkeypatch.setattr(laneview, "_validated", lambda *a: long_way.append(a) or original(*a))
+    files = record_files(repo, "demo")
+    path = next(p for p in files if p.startswith("identities/"))
+    rewrite_state(repo, "refs/notes/lanes/batch/demo",
+                  {path.encode(): json.dumps({**files[path], "intent_content_hash": "sha256:" + "1" * 64}).encode()})
+    info = task_info(session(lane))
+    assert len(long_way) == 1
+    assert (info["intent_path"], info["scope"], info["acceptance"][0]["timeout"]) == (".lanes/demo/alpha.toml",
+                                                                                      ["out.txt"], 60)
 
 
 # --- done -------------------------------------------------------------------------------------

@@ -4,6 +4,8 @@ never in tests)."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
@@ -71,3 +73,28 @@ def test_a_real_command_does_import_them(repo):
     # the check above would pass vacuously if importtime missed lazy imports
     modules, _ = imported_modules(["status"], repo, ok=False)   # no batch: exit 2, after the imports
     assert heavy(modules) != []
+
+
+def test_lane_commands_are_light(repo):
+    """`task`, `inbox` and `done` run in every agent's loop: they read the records as plain data
+    (no model, no pydantic) and objects through `git cat-file` (no dulwich), and answer the same."""
+    from flow import intent, provision, start, write_plan
+    from helpers import deliver
+
+    write_plan(repo, "demo", {"a": intent("a")})
+    start(repo, "demo")
+    lane = provision(repo, "a")
+    modules, out = imported_modules(["task", "--json"], lane)
+    assert heavy(modules) == []
+    doc = json.loads(out)
+    assert (doc["task_id"], doc["scope"], doc["revision_approved"]) == ("a", ["src/a"], False)
+    assert [a["timeout"] for a in doc["acceptance"]] == [1800]
+    modules, out = imported_modules(["inbox", "--json"], lane)
+    assert heavy(modules) == [] and json.loads(out) == []
+    deliver(str(lane), {"src/a/out.txt": "a\n"})
+    modules, out = imported_modules(["done", "--json"], lane)
+    assert heavy(modules) == []
+    assert json.loads(out)["passed"] is True
+    lane_git = subprocess.run(["git", "rev-parse", "--absolute-git-dir"], cwd=lane, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    assert not [n for n in os.listdir(lane_git) if n.startswith("index.git-lanes-")]   # nothing left behind

@@ -12,13 +12,10 @@ exactly (`os.fsencode` gives its bytes back); `quote_path` shows it the way Git 
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
 import zlib
-from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple
 
 from .process import GitError
 
@@ -75,15 +72,13 @@ def trailers(message: str, prefix: str = "Lanes-") -> dict[str, str]:
     return found
 
 
-@dataclass(frozen=True)
-class TreeEntry:
+class TreeEntry(NamedTuple):   # (tuples: a command pays no dataclass build at start-up)
     name: str
     mode: int
     oid: str
 
 
-@dataclass(frozen=True)
-class CommitInfo:
+class CommitInfo(NamedTuple):
     oid: str
     tree: str
     parents: tuple[str, ...]
@@ -221,6 +216,9 @@ class ObjectDB:
 
     def _add(self, kind: str, body: bytes) -> str:
         """Write one object as a loose object through a temporary file and a rename; its id."""
+        import hashlib
+        import tempfile   # here: a command that only reads never loads them
+
         raw = f"{kind} {len(body)}".encode() + b"\0" + body
         oid = hashlib.sha1(raw).hexdigest()
         folder = os.path.join(self.objects_dir, oid[:2])

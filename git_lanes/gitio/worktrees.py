@@ -13,13 +13,12 @@ killed process is removed once it is older than 60 s (a younger one is waited fo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
-import tempfile
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
 
 from .process import STALE_AFTER, GitError, LockWait, locked_path
 
@@ -27,8 +26,7 @@ if TYPE_CHECKING:
     from .git import Git
 
 
-@dataclass(frozen=True)
-class Worktree:
+class Worktree(NamedTuple):   # (tuples: a command pays no dataclass build at start-up)
     path: str
     head: str | None
     branch: str | None  # full ref name, e.g. refs/heads/imm/demo; None when detached
@@ -37,8 +35,7 @@ class Worktree:
     locked: str | None = None   # the lock's reason ("initializing": a `git worktree add` that never finished)
 
 
-@dataclass(frozen=True)
-class StatusEntry:
+class StatusEntry(NamedTuple):
     xy: str    # the two status letters of `git status --porcelain=v1`
     path: str
 
@@ -273,35 +270,108 @@ class WorkingTrees:
         out = self.git.run("ls-files", "-v", "-z", cwd=cwd).stdout.decode("utf-8", "surrogateescape")
         return [f[2:] for f in out.split("\0") if f and (f[0].islower() or f[0] == "S")]
 
-    def index_path(self, worktree: str) -> str:
-        """The worktree's index file, read from its `.git` (no Git process); Git answers the rest."""
+    def admin_dir(self, worktree: str) -> str | None:
+        """The worktree's own git folder, read from its `.git` (no process); None when it cannot say."""
         dot_git = os.path.join(worktree, ".git")
         if os.path.isdir(dot_git):
-            return os.path.join(dot_git, "index")
+            return dot_git
         try:
             with open(dot_git, encoding="utf-8") as fh:
                 first = fh.readline().strip()
         except (OSError, UnicodeDecodeError):
-            first = ""
-        if first.startswith("gitdir: "):
-            return os.path.join(worktree, first[len("gitdir: "):], "index")
+            return None
+        return os.path.join(worktree, first[len("gitdir: "):]) if first.startswith("gitdir: ") else None
+
+    def index_path(self, worktree: str) -> str:
+        """The worktree's index file, read from its `.git` (no Git process); Git answers the rest."""
+        admin = self.admin_dir(worktree)
+        if admin is not None:
+            return os.path.join(admin, "index")
         return self.git.out("rev-parse", "--path-format=absolute", "--git-path", "index", cwd=worktree)
 
-    def snapshot(self, worktree: str, excludes: str | None = None) -> str:
-        """The tree of HEAD plus every change Git does not ignore; the real index is untouched."""
+    def head_ref(self, worktree: str) -> str | None:
+        """The full ref the worktree's HEAD names (None: detached), read from its HEAD file; the
+        worktree list answers when the file cannot (a reftable repository's placeholder)."""
+        admin = self.admin_dir(worktree)
+        try:
+            with open(os.path.join(admin or "", "HEAD"), encoding="utf-8") as fh:
+                first = fh.readline().strip()
+        except (OSError, UnicodeDecodeError):
+            first = ""
+        if first.startswith("ref: refs/") and first != "ref: refs/heads/.invalid":
+            return first[5:]
+        if admin is not None and len(first) in (40, 64) and all(c in "0123456789abcdef" for c in first):
+            return None
+        wt = self.list().at(worktree)
+        return wt.branch if wt is not None else None
+
+    def snapshot(self, worktree: str, excludes: str | None = None, *, keep: bool = False) -> str:
+        """The tree of HEAD plus every change Git does not ignore; the real index is untouched.
+
+        With `keep`, the index this built (that tree, every entry freshly stat'ed) is left beside
+        the worktree's own (`prepared_index`), for `install_index` once HEAD holds that tree."""
         index = self.index_path(worktree)
         extra = ["-c", f"core.excludesFile={excludes}"] if excludes else []
-        with tempfile.TemporaryDirectory(prefix="git-lanes-index.") as tmp:
+        folder = os.path.dirname(index) if keep and os.path.isdir(os.path.dirname(index)) else None
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="git-lanes-index.", dir=folder) as tmp:
             temp_index = os.path.join(tmp, "index")
             if os.path.exists(index):
                 shutil.copyfile(index, temp_index)
             env = {**self.git.env, "GIT_INDEX_FILE": temp_index}
             self._run(*extra, "add", "-A", cwd=worktree, env=env)
-            return self._run("write-tree", cwd=worktree, env=env).stdout.decode().strip()
+            tree = self._run("write-tree", cwd=worktree, env=env).stdout.decode().strip()
+            if folder is not None:
+                self.drop_prepared(worktree)
+                os.replace(temp_index, self.prepared_index(worktree, tree))
+            return tree
+
+    def prepared_index(self, worktree: str, tree: str) -> str:
+        """Where `snapshot(keep=True)` leaves the index of `tree`: in the worktree's own admin
+        folder (the file system of its index; removed with the worktree), named after the tree."""
+        return f"{self.index_path(worktree)}.git-lanes-{tree}"
+
+    def drop_prepared(self, worktree: str) -> None:
+        """Remove what `snapshot(keep=True)` left beside the worktree's index."""
+        prefix = os.path.basename(self.index_path(worktree)) + ".git-lanes-"
+        folder = os.path.dirname(self.index_path(worktree))
+        for name in os.listdir(folder):
+            if name.startswith(prefix):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(folder, name))
+
+    def still_delivers(self, worktree: str, tree: str, excludes: str | None = None) -> bool | None:
+        """Whether the worktree still delivers `tree`, asked of the index `snapshot(keep=True)` left
+        for it: `git add -A --dry-run` names no path (one process; a new snapshot takes two). None
+        when no such index is there."""
+        prepared = self.prepared_index(worktree, tree)
+        if not os.path.isfile(prepared):
+            return None
+        extra = ["-c", f"core.excludesFile={excludes}"] if excludes else []
+        proc = self._run(*extra, "add", "-A", "--dry-run", cwd=worktree, env={**self.git.env, "GIT_INDEX_FILE": prepared},
+                         check=False)
+        return None if proc.returncode != 0 else not proc.stdout.strip()
+
+    def install_index(self, worktree: str, tree: str) -> bool:
+        """Make the prepared index of `tree` the worktree's index (Git's own protocol: an exclusive
+        `index.lock`, then a rename), so a HEAD moved to `tree` needs no `reset --mixed` (a scan of
+        the whole worktree). False, nothing changed, when there is none or the index is locked."""
+        index = self.index_path(worktree)
+        prepared = self.prepared_index(worktree, tree)
+        try:
+            os.link(prepared, index + ".lock")
+        except OSError:
+            return False   # none prepared, or another Git command holds the index
+        os.replace(index + ".lock", index)
+        self.drop_prepared(worktree)
+        return True
 
     def binary_patch(self, worktree: str, head: str, paths: Sequence[str]) -> bytes:
         """A binary patch that re-applies the worktree's versions of `paths` onto `head`, built
         with a temporary index (the worktree's own index is never touched)."""
+        import tempfile
+
         with tempfile.TemporaryDirectory(prefix="git-lanes-patch.") as tmp:
             env = {**self.git.env, "GIT_INDEX_FILE": os.path.join(tmp, "index")}
             self._run("read-tree", head, cwd=worktree, env=env)
@@ -331,8 +401,11 @@ class WorkingTrees:
             excludes += ["-e", pattern]
         self._run("clean", "-q", "-ffdx", *excludes, cwd=worktree)
 
-    def refresh_index(self, worktree: str) -> None:
-        """`git reset --mixed`: the index follows HEAD, the files stay (best effort)."""
+    def refresh_index(self, worktree: str, tree: str | None = None) -> None:
+        """The index follows HEAD, the files stay (best effort): the prepared index when it holds
+        `tree` (HEAD's), else `git reset --mixed`."""
+        if tree is not None and self.install_index(worktree, tree):
+            return
         self._run("reset", "-q", "--mixed", cwd=worktree, check=False)
 
     def fast_forward(self, worktree: str, commit: str) -> None:

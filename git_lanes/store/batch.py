@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..errors import LanesError, refused
@@ -31,13 +30,15 @@ def _blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-@dataclass
 class Snapshot:
     """A record as read, with what a compare-and-swap write needs."""
-    record: "BatchRecord"
-    commit: str | None                                 # the state commit it was read from
-    tree: str | None = None
-    blobs: dict[str, str] = field(default_factory=dict)   # path -> blob id
+
+    def __init__(self, record: "BatchRecord", commit: str | None, tree: str | None = None,
+                 blobs: dict[str, str] | None = None) -> None:
+        self.record = record
+        self.commit = commit                  # the state commit it was read from
+        self.tree = tree
+        self.blobs = blobs if blobs is not None else {}   # path -> blob id
 
 
 class BatchStore:
@@ -55,6 +56,17 @@ class BatchStore:
 
     def read(self, slug: str, commit: str | None = None) -> Snapshot | None:
         """The latest record of the slug (or the one at `commit`), None when there is none."""
+        found = self.files(slug, commit)
+        if found is None:
+            return None
+        tip, tree, blobs, files = found
+        record = record_from_files(files, f" of {slug} at {tip}")
+        return Snapshot(record=record, commit=tip, tree=tree, blobs=blobs)
+
+    def files(self, slug: str, commit: str | None = None, wanted: Callable[[str], bool] | None = None
+              ) -> tuple[str, str, dict[str, str], dict[str, bytes]] | None:
+        """(state commit, tree, {path: blob id}, {path: bytes}) of the latest record of the slug (or
+        the one at `commit`), only the files `wanted` keeps read; None when there is none."""
         tip = commit or self.git.refs.resolve(self.ref(slug))
         if tip is None:
             return None
@@ -62,11 +74,10 @@ class BatchStore:
         try:
             tree = odb.commit(tip).tree
             blobs = odb.flat(tree)
-            files = {path: odb.blob(oid) for path, oid in blobs.items()}
+            files = {path: odb.blob(oid) for path, oid in blobs.items() if wanted is None or wanted(path)}
         except LanesError as exc:
             raise CorruptRecord(f"corrupt batch record of {slug} at {tip}: {exc.detail}") from None
-        record = record_from_files(files, f" of {slug} at {tip}")
-        return Snapshot(record=record, commit=tip, tree=tree, blobs=blobs)
+        return tip, tree, blobs, files
 
     def write(self, snap: Snapshot | None, record: "BatchRecord", *, summary: str, actor: str,
               slug: str | None = None, new_line: bool = False, also: Updates | None = None) -> Snapshot:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
+from ..clock import now
 from ..errors import LanesError, refused
 from ..gitio import RefRaceError, TreeEntry, lane_record_ref
 from .layout import CorruptRecord, blob, one_line
@@ -48,12 +49,13 @@ class LaneStore:
             _PARSED[tip] = cached
         return cached.model_copy(deep=True), tip
 
-    def _parse(self, slug: str, task_id: str, tip: str) -> "LaneRecord":
-        from pydantic import ValidationError
+    def read_data(self, slug: str, task_id: str) -> tuple[dict[str, Any] | None, str | None]:
+        """(the record as plain JSON data, state commit), with no model: what the lane commands read
+        (`laneside`); the coordinator validates every record it reads with `read`."""
+        tip = self.tip(slug, task_id)
+        return (self._data(slug, task_id, tip) if tip is not None else None), tip
 
-        from ..model import LaneRecord
-
-        where = f"lane record {slug}/{task_id}"
+    def _data(self, slug: str, task_id: str, tip: str) -> dict[str, Any]:
         odb = self.git.odb
         try:
             tree = odb.commit(tip).tree
@@ -64,21 +66,43 @@ class LaneStore:
             attempts = entries.get("attempts")
             data["qa_attempts"] = [json.loads(odb.blob(e.oid))
                                    for e in sorted(odb.entries(attempts.oid), key=lambda e: e.name)] if attempts else []
+            return data
+        except (KeyError, ValueError, TypeError, RecursionError, LanesError) as exc:
+            detail = exc.detail if isinstance(exc, LanesError) else one_line(exc)
+            raise CorruptRecord(f"lane record {slug}/{task_id}: unreadable: {detail}") from None
+
+    def _parse(self, slug: str, task_id: str, tip: str) -> "LaneRecord":
+        return self.model(slug, task_id, self._data(slug, task_id, tip))
+
+    @staticmethod
+    def model(slug: str, task_id: str, data: dict[str, Any]) -> "LaneRecord":
+        """The validated model of a lane record's data, or CorruptRecord naming the field."""
+        from pydantic import ValidationError
+
+        from ..model import LaneRecord
+
+        try:
             return LaneRecord.model_validate(data)
         except ValidationError as exc:
-            raise CorruptRecord(f"{where}: contract error: {one_line(exc)}") from None
-        except (KeyError, ValueError, TypeError, LanesError) as exc:
-            detail = exc.detail if isinstance(exc, LanesError) else one_line(exc)
-            raise CorruptRecord(f"{where}: unreadable: {detail}") from None
+            raise CorruptRecord(f"lane record {slug}/{task_id}: contract error: {one_line(exc)}") from None
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise CorruptRecord(f"lane record {slug}/{task_id}: unreadable: {one_line(exc)}") from None
 
     def write(self, slug: str, record: "LaneRecord", old_commit: str | None, summary: str,
               extra_parents: Iterable[str] = (), at: str | None = None) -> str:
         """Compare-and-swap a new state commit of the lane record; `batch_busy` on a lost race."""
-        from ..model import LaneRecord, now
+        from ..model import LaneRecord
 
         record = LaneRecord.model_validate(record.model_dump())
-        data = record.model_dump(mode="json")
+        return self.write_data(slug, record.model_dump(mode="json"), old_commit, summary, extra_parents, at)
+
+    def write_data(self, slug: str, data: dict[str, Any], old_commit: str | None, summary: str,
+                   extra_parents: Iterable[str] = (), at: str | None = None) -> str:
+        """`write` of a record given as its JSON data (`LaneRecord.model_dump(mode="json")`'s shape):
+        one blob for `lane.json`, one per attempt, every attempt's delivery tree kept reachable."""
+        data = dict(data)
         attempts = data.pop("qa_attempts")
+        task_id = data["task_id"]
         odb = self.git.odb
         entries = [TreeEntry("lane.json", 0o100644, odb.write_blob(blob(data)))]
         if attempts:
@@ -93,10 +117,10 @@ class LaneStore:
         commit = odb.write_commit(odb.write_tree(entries), parents, f"{summary}\n\nLanes-At: {at or now()}\n",
                                   author=STATE_AUTHOR, committer=STATE_AUTHOR, author_time=int(time.time()))
         try:
-            self.git.refs.update([(self.ref(slug, record.task_id), commit, old_commit)], f"git-lanes: {summary}",
+            self.git.refs.update([(self.ref(slug, task_id), commit, old_commit)], f"git-lanes: {summary}",
                                  guarded=True)
         except RefRaceError:
-            raise refused("batch_busy", f"the lane record of {record.task_id} moved while this command ran; "
+            raise refused("batch_busy", f"the lane record of {task_id} moved while this command ran; "
                                         "run it again") from None
         return commit
 

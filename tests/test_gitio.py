@@ -169,3 +169,30 @@ def test_a_prepared_index_replaces_reset_once_head_holds_its_tree(repo, tmp_path
     assert git(wt, "status", "--porcelain") == ""
     assert not os.path.exists(g.work.prepared_index(str(wt), tree))
     assert not g.work.install_index(str(wt), tree)                   # used once
+
+
+def test_the_worktree_list_is_reused_only_while_nothing_it_reads_changed(repo, tmp_path):
+    """Commands list worktrees after every lock; a list is taken again only when something `git
+    worktree list` reads changed: a worktree added or gone, a HEAD switched, a branch moved."""
+    wt = tmp_path / "lane"
+    git(repo, "worktree", "add", "-q", "-b", "lane", str(wt))
+    g = Git(repo)
+    calls = []
+    run = g.run
+    g.run = lambda *a, **k: calls.append(a[:2]) or run(*a, **k)
+    first = g.work.list()
+    assert calls == [("worktree", "list")]
+    assert Git(repo).work.list() == first and len(calls) == 1          # any session of the process
+    (wt / "f").write_text("x\n")
+    git(wt, "add", "f")
+    git(wt, "commit", "-q", "-m", "moves the lane branch")
+    moved = g.work.list()
+    assert len(calls) == 2 and moved.at(str(wt)).head == git(wt, "rev-parse", "HEAD").strip()
+    git(wt, "switch", "-q", "-c", "other")
+    assert g.work.list().at(str(wt)).branch == "refs/heads/other" and len(calls) == 3
+    import shutil
+
+    shutil.rmtree(wt)
+    assert g.work.list().at(str(wt)).prunable and len(calls) == 4
+    g.work.list()
+    assert len(calls) == 4

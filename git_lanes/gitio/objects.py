@@ -30,6 +30,11 @@ _CACHE_MAX = 8192
 # Git objects never change: what was read of a tree or a blob is kept by id.
 _FLAT: dict[str, dict[str, str]] = {}
 _BLOBS: dict[str, bytes] = {}
+_HISTORIES: dict[tuple[str, str, bool], tuple[str, ...]] = {}   # (tip, exclude, first parent) -> commits
+
+
+def _is_oid(name: str) -> bool:
+    return len(name) in (40, 64) and all(c in "0123456789abcdef" for c in name)
 
 
 def _enc(path: str) -> bytes:
@@ -348,10 +353,28 @@ class ObjectDB:
                        proc.stderr.decode("utf-8", "replace"))
 
     def commits(self, tip: str, exclude: str, *, first_parent: bool = False) -> list[str]:
-        """Commits reachable from `tip` but not from `exclude`, oldest first."""
-        args = ["rev-list", "--reverse"] + (["--first-parent"] if first_parent else []) + \
-            ["--end-of-options", tip, f"^{exclude}"]
-        return [c for c in self.git.out(*args).split("\n") if c]
+        """Commits reachable from `tip` but not from `exclude`, oldest first. Between object ids the
+        answer never changes: kept, and a first-parent history grown by one commit (a fast-forward)
+        is extended without a process."""
+        key = (tip, exclude, first_parent)
+        fixed = _is_oid(tip) and _is_oid(exclude)
+        if fixed and key in _HISTORIES:
+            return list(_HISTORIES[key])
+        found: list[str] | None = None
+        if fixed and first_parent:
+            parents = self.commit(tip).parents if self.has(tip) else ()
+            below = _HISTORIES.get((parents[0], exclude, True)) if parents else None
+            if below:   # the parent is not reachable from `exclude`, so neither is its child
+                found = [*below, tip]
+        if found is None:
+            args = ["rev-list", "--reverse"] + (["--first-parent"] if first_parent else []) + \
+                ["--end-of-options", tip, f"^{exclude}"]
+            found = [c for c in self.git.out(*args).split("\n") if c]
+        if fixed:
+            if len(_HISTORIES) >= 256:
+                _HISTORIES.clear()
+            _HISTORIES[key] = tuple(found)
+        return found
 
     def messages(self, exclude: str, tip: str) -> list[tuple[str, str]]:
         """(commit, message) of every commit in exclude..tip, newest first (one `git log`)."""

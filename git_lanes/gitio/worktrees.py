@@ -13,13 +13,13 @@ killed process is removed once it is older than 60 s (a younger one is waited fo
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
 import time
 from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
 
+from .indexes import Indexes
 from .process import STALE_AFTER, GitError, LockWait, locked_path
 
 if TYPE_CHECKING:
@@ -73,7 +73,12 @@ def _gitfile(worktree: str) -> bool:
         return False
 
 
-class WorkingTrees:
+# The last list of each repository (by common dir) with what it read: shared by every session of a
+# process (`run` opens one per verifier and per lane).
+_LISTED: dict[str, tuple[tuple, list[Worktree]]] = {}
+
+
+class WorkingTrees(Indexes):
     def __init__(self, git: "Git") -> None:
         self.git = git
         self._neutral: dict[str, list[str]] = {}
@@ -116,6 +121,10 @@ class WorkingTrees:
         worktree (`failed to read .../commondir`): an empty list would make every lane look gone, so a
         failure is retried for up to a second; then the metadata of a dead add is removed and the list
         tried again, or the failure is raised."""
+        seen = self._fingerprint()
+        listed = _LISTED.get(self.git.common_dir)
+        if listed is not None and listed[0] == seen:
+            return WorktreeList(listed[1])   # nothing `git worktree list` reads has changed since
         attempt = 0
         while True:
             proc = self.git.run("worktree", "list", "--porcelain", "-z", check=False)
@@ -141,7 +150,34 @@ class WorkingTrees:
                 found.append(Worktree(path=fields["worktree"], head=fields.get("HEAD"), branch=fields.get("branch"),
                                       bare="bare" in fields, prunable="prunable" in fields,
                                       locked=fields.get("locked") if "locked" in fields else None))
+        _LISTED[self.git.common_dir] = (seen, found)
         return WorktreeList(found)
+
+    def _fingerprint(self) -> tuple:
+        """Everything `git worktree list` reads, read with no process: each worktree's admin files
+        (`HEAD`, `gitdir`, `locked`, `commondir`), whether its folder is still there, and the commit
+        its branch points at. Two equal fingerprints mean the same list (a command lists worktrees
+        after every lock; most of those lists are the one before)."""
+        common = self.git.common_dir
+        root = os.path.join(common, "worktrees")
+        try:
+            admins = [common] + [os.path.join(root, n) for n in sorted(os.listdir(root))]
+        except OSError:
+            admins = [common]
+        seen: list[object] = []
+        for admin in admins:
+            for name in ("HEAD", "gitdir", "locked", "commondir"):
+                try:
+                    with open(os.path.join(admin, name), "rb") as fh:
+                        data: bytes | None = fh.read()
+                except OSError:
+                    data = None
+                seen.append(data)
+                if name == "HEAD" and data is not None and data.startswith(b"ref: "):
+                    seen.append(self.git.refs.resolve(data[5:].strip().decode("utf-8", "surrogateescape")))
+                elif name == "gitdir" and data is not None:
+                    seen.append(os.path.exists(os.fsdecode(data.strip())))
+        return tuple(seen)
 
     def _drop_dead_add(self, err: str) -> bool:
         """A `git worktree add` killed while it wrote the new worktree's metadata (an empty `commondir`)
@@ -270,25 +306,6 @@ class WorkingTrees:
         out = self.git.run("ls-files", "-v", "-z", cwd=cwd).stdout.decode("utf-8", "surrogateescape")
         return [f[2:] for f in out.split("\0") if f and (f[0].islower() or f[0] == "S")]
 
-    def admin_dir(self, worktree: str) -> str | None:
-        """The worktree's own git folder, read from its `.git` (no process); None when it cannot say."""
-        dot_git = os.path.join(worktree, ".git")
-        if os.path.isdir(dot_git):
-            return dot_git
-        try:
-            with open(dot_git, encoding="utf-8") as fh:
-                first = fh.readline().strip()
-        except (OSError, UnicodeDecodeError):
-            return None
-        return os.path.join(worktree, first[len("gitdir: "):]) if first.startswith("gitdir: ") else None
-
-    def index_path(self, worktree: str) -> str:
-        """The worktree's index file, read from its `.git` (no Git process); Git answers the rest."""
-        admin = self.admin_dir(worktree)
-        if admin is not None:
-            return os.path.join(admin, "index")
-        return self.git.out("rev-parse", "--path-format=absolute", "--git-path", "index", cwd=worktree)
-
     def head_ref(self, worktree: str) -> str | None:
         """The full ref the worktree's HEAD names (None: detached), read from its HEAD file; the
         worktree list answers when the file cannot (a reftable repository's placeholder)."""
@@ -304,84 +321,6 @@ class WorkingTrees:
             return None
         wt = self.list().at(worktree)
         return wt.branch if wt is not None else None
-
-    def snapshot(self, worktree: str, excludes: str | None = None, *, keep: bool = False) -> str:
-        """The tree of HEAD plus every change Git does not ignore; the real index is untouched.
-
-        With `keep`, the index this built (that tree, every entry freshly stat'ed) is left beside
-        the worktree's own (`prepared_index`), for `install_index` once HEAD holds that tree."""
-        index = self.index_path(worktree)
-        extra = ["-c", f"core.excludesFile={excludes}"] if excludes else []
-        folder = os.path.dirname(index) if keep and os.path.isdir(os.path.dirname(index)) else None
-        import tempfile
-
-        with tempfile.TemporaryDirectory(prefix="git-lanes-index.", dir=folder) as tmp:
-            temp_index = os.path.join(tmp, "index")
-            if os.path.exists(index):
-                shutil.copyfile(index, temp_index)
-            env = {**self.git.env, "GIT_INDEX_FILE": temp_index}
-            self._run(*extra, "add", "-A", cwd=worktree, env=env)
-            tree = self._run("write-tree", cwd=worktree, env=env).stdout.decode().strip()
-            if folder is not None:
-                self.drop_prepared(worktree)
-                os.replace(temp_index, self.prepared_index(worktree, tree))
-            return tree
-
-    def prepared_index(self, worktree: str, tree: str) -> str:
-        """Where `snapshot(keep=True)` leaves the index of `tree`: in the worktree's own admin
-        folder (the file system of its index; removed with the worktree), named after the tree."""
-        return f"{self.index_path(worktree)}.git-lanes-{tree}"
-
-    def drop_prepared(self, worktree: str) -> None:
-        """Remove what `snapshot(keep=True)` left beside the worktree's index."""
-        prefix = os.path.basename(self.index_path(worktree)) + ".git-lanes-"
-        folder = os.path.dirname(self.index_path(worktree))
-        for name in os.listdir(folder):
-            if name.startswith(prefix):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(folder, name))
-
-    def still_delivers(self, worktree: str, tree: str, excludes: str | None = None) -> bool | None:
-        """Whether the worktree still delivers `tree`, asked of the index `snapshot(keep=True)` left
-        for it: `git add -A --dry-run` names no path (one process; a new snapshot takes two). None
-        when no such index is there."""
-        prepared = self.prepared_index(worktree, tree)
-        if not os.path.isfile(prepared):
-            return None
-        extra = ["-c", f"core.excludesFile={excludes}"] if excludes else []
-        proc = self._run(*extra, "add", "-A", "--dry-run", cwd=worktree, env={**self.git.env, "GIT_INDEX_FILE": prepared},
-                         check=False)
-        return None if proc.returncode != 0 else not proc.stdout.strip()
-
-    def install_index(self, worktree: str, tree: str) -> bool:
-        """Make the prepared index of `tree` the worktree's index (Git's own protocol: an exclusive
-        `index.lock`, then a rename), so a HEAD moved to `tree` needs no `reset --mixed` (a scan of
-        the whole worktree). False, nothing changed, when there is none or the index is locked."""
-        index = self.index_path(worktree)
-        prepared = self.prepared_index(worktree, tree)
-        try:
-            os.link(prepared, index + ".lock")
-        except OSError:
-            return False   # none prepared, or another Git command holds the index
-        os.replace(index + ".lock", index)
-        self.drop_prepared(worktree)
-        return True
-
-    def binary_patch(self, worktree: str, head: str, paths: Sequence[str]) -> bytes:
-        """A binary patch that re-applies the worktree's versions of `paths` onto `head`, built
-        with a temporary index (the worktree's own index is never touched)."""
-        import tempfile
-
-        with tempfile.TemporaryDirectory(prefix="git-lanes-patch.") as tmp:
-            env = {**self.git.env, "GIT_INDEX_FILE": os.path.join(tmp, "index")}
-            self._run("read-tree", head, cwd=worktree, env=env)
-            data = b"".join(os.fsencode(p) + b"\0" for p in paths)
-            self._run("update-index", "--add", "-z", "--stdin", cwd=worktree, env=env, input=data)
-            return self._run("diff", "--cached", "--binary", "--full-index", "--no-renames", "--no-ext-diff",
-                                "--no-textconv", "--no-color", "--src-prefix=a/", "--dst-prefix=b/", head,
-                                cwd=worktree, env=env).stdout
-
-    # -- writing a worktree ----------------------------------------------------------------------
 
     def checkout_paths(self, worktree: str, paths: Sequence[str]) -> None:
         """Check `paths` out from the index (literally: no pathspec magic)."""
@@ -401,22 +340,10 @@ class WorkingTrees:
             excludes += ["-e", pattern]
         self._run("clean", "-q", "-ffdx", *excludes, cwd=worktree)
 
-    def refresh_index(self, worktree: str, tree: str | None = None) -> None:
-        """The index follows HEAD, the files stay (best effort): the prepared index when it holds
-        `tree` (HEAD's), else `git reset --mixed`."""
-        if tree is not None and self.install_index(worktree, tree):
-            return
-        self._run("reset", "-q", "--mixed", cwd=worktree, check=False)
-
     def fast_forward(self, worktree: str, commit: str) -> None:
         """`git merge --ff-only` in `worktree` (Git's own compare-and-swap of its branch)."""
         self._run("-c", "maintenance.auto=false", "merge", "--ff-only", "--no-verify-signatures", "-q", commit,
                   cwd=worktree)
-
-    def index_matches(self, worktree: str, commit: str) -> bool:
-        """Whether the worktree's index holds exactly `commit`'s tree (reads only; no lock taken)."""
-        return self._run("--no-optional-locks", "diff-index", "--cached", "--quiet", commit, "--",
-                         cwd=worktree, check=False).returncode == 0
 
     def switch(self, worktree: str | None, branch: str) -> None:
         self._run("switch", "-q", branch, cwd=worktree)

@@ -59,6 +59,9 @@ def build_lane_commit(git: "Git", record: "BatchRecord", child: "Child", attempt
     return commit, executor
 
 
+_REFRESHED: set[tuple[str | None, str]] = set()   # (lane, lane commit) whose index this process saw refreshed
+
+
 def move_lane_branch(s: "Session", child: "Child") -> None:
     """Move the lane branch to its lane commit (compare-and-swap) and refresh the lane's index (only
     when it does not hold the lane commit's tree already)."""
@@ -74,13 +77,17 @@ def move_lane_branch(s: "Session", child: "Child") -> None:
         except RefRaceError:
             return
         crash_point("lane-branch-moved")
+    elif (lane.path, lane.lane_commit) in _REFRESHED:
+        return
     elif not (lane.path and os.path.isdir(lane.path)) or s.git.work.index_matches(lane.path, lane.lane_commit):
+        _REFRESHED.add((lane.path, lane.lane_commit))
         return
     # refreshed whenever the branch is found on its lane commit with another index: a kill between the
     # move and the refresh must not leave the lane dirty for ever (a lane of another clone refreshes on
     # its pull, §14). The index observation prepared for the settled tree saves a scan of the lane.
     if lane.path and os.path.isdir(lane.path):
-        s.git.work.refresh_index(lane.path, s.git.odb.tree_of(lane.lane_commit))
+        if s.git.work.refresh_index(lane.path, s.git.odb.tree_of(lane.lane_commit)):
+            _REFRESHED.add((lane.path, lane.lane_commit))
 
 
 def build_candidate(git: "Git", head: str, lane_commit: str, base: str) -> str:

@@ -1,0 +1,131 @@
+"""A worktree's index files, never its real index unless asked: the snapshot of a delivery built
+in a temporary index, the index such a snapshot prepares for a tree (installed under Git's own
+lock protocol once HEAD holds it), and the refresh of an index to HEAD. Part of `WorkingTrees`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from .git import Git
+
+
+class Indexes:
+    git: "Git"
+
+    def _run(self, *args: str, cwd: str | None = None, env=None, input: bytes | None = None,
+             check: bool = True):
+        raise NotImplementedError   # WorkingTrees runs Git for it
+
+    def admin_dir(self, worktree: str) -> str | None:
+        """The worktree's own git folder, read from its `.git` (no process); None when it cannot say."""
+        dot_git = os.path.join(worktree, ".git")
+        if os.path.isdir(dot_git):
+            return dot_git
+        try:
+            with open(dot_git, encoding="utf-8") as fh:
+                first = fh.readline().strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return os.path.join(worktree, first[len("gitdir: "):]) if first.startswith("gitdir: ") else None
+
+    def index_path(self, worktree: str) -> str:
+        """The worktree's index file, read from its `.git` (no Git process); Git answers the rest."""
+        admin = self.admin_dir(worktree)
+        if admin is not None:
+            return os.path.join(admin, "index")
+        return self.git.out("rev-parse", "--path-format=absolute", "--git-path", "index", cwd=worktree)
+
+    def snapshot(self, worktree: str, excludes: str | None = None, *, keep: bool = False) -> str:
+        """The tree of HEAD plus every change Git does not ignore; the real index is untouched.
+
+        With `keep`, the index this built (that tree, every entry freshly stat'ed) is left beside
+        the worktree's own (`prepared_index`), for `install_index` once HEAD holds that tree."""
+        index = self.index_path(worktree)
+        extra = ["-c", f"core.excludesFile={excludes}"] if excludes else []
+        folder = os.path.dirname(index) if keep and os.path.isdir(os.path.dirname(index)) else None
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="git-lanes-index.", dir=folder) as tmp:
+            temp_index = os.path.join(tmp, "index")
+            if os.path.exists(index):
+                shutil.copyfile(index, temp_index)
+            env = {**self.git.env, "GIT_INDEX_FILE": temp_index}
+            self._run(*extra, "add", "-A", cwd=worktree, env=env)
+            tree = self._run("write-tree", cwd=worktree, env=env).stdout.decode().strip()
+            if folder is not None:
+                self.drop_prepared(worktree)
+                os.replace(temp_index, self.prepared_index(worktree, tree))
+            return tree
+
+    def prepared_index(self, worktree: str, tree: str) -> str:
+        """Where `snapshot(keep=True)` leaves the index of `tree`: in the worktree's own admin
+        folder (the file system of its index; removed with the worktree), named after the tree."""
+        return f"{self.index_path(worktree)}.git-lanes-{tree}"
+
+    def drop_prepared(self, worktree: str) -> None:
+        """Remove what `snapshot(keep=True)` left beside the worktree's index."""
+        prefix = os.path.basename(self.index_path(worktree)) + ".git-lanes-"
+        folder = os.path.dirname(self.index_path(worktree))
+        for name in os.listdir(folder):
+            if name.startswith(prefix):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(folder, name))
+
+    def still_delivers(self, worktree: str, tree: str, excludes: str | None = None) -> bool | None:
+        """Whether the worktree still delivers `tree`, asked of the index `snapshot(keep=True)` left
+        for it: `git add -A --dry-run` names no path (one process; a new snapshot takes two). None
+        when no such index is there."""
+        prepared = self.prepared_index(worktree, tree)
+        if not os.path.isfile(prepared):
+            return None
+        extra = ["-c", f"core.excludesFile={excludes}"] if excludes else []
+        proc = self._run(*extra, "add", "-A", "--dry-run", cwd=worktree, env={**self.git.env, "GIT_INDEX_FILE": prepared},
+                         check=False)
+        return None if proc.returncode != 0 else not proc.stdout.strip()
+
+    def install_index(self, worktree: str, tree: str) -> bool:
+        """Make the prepared index of `tree` the worktree's index (Git's own protocol: an exclusive
+        `index.lock`, then a rename), so a HEAD moved to `tree` needs no `reset --mixed` (a scan of
+        the whole worktree). False, nothing changed, when there is none or the index is locked."""
+        index = self.index_path(worktree)
+        prepared = self.prepared_index(worktree, tree)
+        try:
+            os.link(prepared, index + ".lock")
+        except OSError:
+            return False   # none prepared, or another Git command holds the index
+        os.replace(index + ".lock", index)
+        self.drop_prepared(worktree)
+        return True
+
+    def binary_patch(self, worktree: str, head: str, paths: Sequence[str]) -> bytes:
+        """A binary patch that re-applies the worktree's versions of `paths` onto `head`, built
+        with a temporary index (the worktree's own index is never touched)."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="git-lanes-patch.") as tmp:
+            env = {**self.git.env, "GIT_INDEX_FILE": os.path.join(tmp, "index")}
+            self._run("read-tree", head, cwd=worktree, env=env)
+            data = b"".join(os.fsencode(p) + b"\0" for p in paths)
+            self._run("update-index", "--add", "-z", "--stdin", cwd=worktree, env=env, input=data)
+            return self._run("diff", "--cached", "--binary", "--full-index", "--no-renames", "--no-ext-diff",
+                                "--no-textconv", "--no-color", "--src-prefix=a/", "--dst-prefix=b/", head,
+                                cwd=worktree, env=env).stdout
+
+    # -- writing a worktree ----------------------------------------------------------------------
+
+    def refresh_index(self, worktree: str, tree: str | None = None) -> bool:
+        """The index follows HEAD, the files stay (best effort; whether it did): the prepared index
+        when it holds `tree` (HEAD's), else `git reset --mixed`."""
+        if tree is not None and self.install_index(worktree, tree):
+            return True
+        return self._run("reset", "-q", "--mixed", cwd=worktree, check=False).returncode == 0
+
+    def index_matches(self, worktree: str, commit: str) -> bool:
+        """Whether the worktree's index holds exactly `commit`'s tree (reads only; no lock taken)."""
+        return self._run("--no-optional-locks", "diff-index", "--cached", "--quiet", commit, "--",
+                         cwd=worktree, check=False).returncode == 0

@@ -66,9 +66,15 @@ def launch(what: str, cwd: Path | str, *args: str, expect_fail: bool = False) ->
     return Launched(what, popen, expect_fail)
 
 
-def settle(item: Launched, ledger: Ledger) -> None:
+def settle(item: Launched, ledger: Ledger) -> Proc:
+    """Wait for a launched command and account for how it ended; its output comes back."""
     out, err = item.popen.communicate(timeout=120)
     proc = Proc(item.popen.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+    _account(item, proc, ledger)
+    return proc
+
+
+def _account(item: Launched, proc: Proc, ledger: Ledger) -> None:
     errors = [line for line in proc.err.splitlines() if line.startswith(("error:", "fatal:"))]
     clean = "Traceback" not in proc.err and "internal error" not in proc.err
     if item.what.startswith("done "):
@@ -198,14 +204,6 @@ def waits_for(pid: int, lock: Path, timeout: float = 30) -> None:
     raise AssertionError(f"process {pid} never waited for {lock}")
 
 
-def first_to_finish(a: Launched, b: Launched) -> Launched:
-    while True:
-        for item in (a, b):
-            if item.popen.poll() is not None:
-                return item
-        time.sleep(0.005)
-
-
 def test_a_tick_waiting_for_the_lock_never_parks_a_lane_provisioned_meanwhile(tmp_path):
     """A tick has listed the worktrees and waits for the slug's lock (another command holds it); a
     provision makes its lane and waits too. When the provision gets the lock first, the tick that
@@ -226,12 +224,12 @@ def test_a_tick_waiting_for_the_lock_never_parks_a_lane_provisioned_meanwhile(tm
             waits_for(provision.popen.pid, lock)
         finally:
             os.close(fd)
-        winner = first_to_finish(tick, provision)
-        provision_first += winner is provision
         ledger = Ledger()
-        settle(tick, ledger)
+        ticked = settle(tick, ledger)
         settle(provision, ledger)
         assert not ledger.problems, ledger.problems
+        # who held the lock first: the tick saw the lane enrolled only when the provision had gone before
+        provision_first += child(json.loads(ticked.out), task)["state"] == "enrolled"
         c = child(record(repo, SLUG), task)
         if c["state"] != "enrolled":
             parked.append(f"{task}: {c['state']} ({c.get('reason')})")

@@ -109,10 +109,13 @@ def release_interrupted(s: Session, slug: str, task_id: str, keep_branch: bool) 
 def release_gone(s: Session, slug: str, report: dict[str, Any], skip: set[str]) -> list[str]:
     """Integrated children (but those in `skip`) whose worktree is gone — removed between two ticks of
     `run`, or by a release killed half-way — recorded `released` (their branch deleted when it is on
-    the lane commit), as the next tick would; the task ids."""
+    the lane commit), as the next tick would; released children whose branch a killed release left
+    (recorded by a tick of an older build) lose it the same way; the task ids."""
     done = []
     for c in report["children"]:
-        if c["state"] == "integrated" and c["task_id"] not in skip and \
+        left = c["state"] == "released" and c.get("lane") and c["lane"].get("path") and \
+            s.git.refs.resolve(branch_ref(c["lane"]["branch"])) is not None   # its branch outlived it
+        if (c["state"] == "integrated" or left) and c["task_id"] not in skip and \
                 release_interrupted(s, slug, c["task_id"], keep_branch=False) is not None:
             done.append(c["task_id"])
     return done

@@ -763,3 +763,19 @@ def test_a_pruned_half_removed_lane_folder_is_cleared_at_the_default_path(worlds
     assert proc.code == 0, proc
     assert "an interrupted removal of a lane" in proc.err
     assert Path(child(record(w.repo), "core")["lane"]["path"]) == path and not (path / "left-over.txt").exists()
+
+
+def test_a_release_killed_after_the_worktree_went_leaves_no_branch_once_a_tick_records_it(worlds):
+    """Killed between removing the worktree and deleting the branch, a release leaves an integrated
+    child with no lane and its branch on the lane commit. A tick (not only `release`) records it
+    released, and the branch goes with it: it would be `stale_lanes` for the next batch (kill soak)."""
+    prep, w = fresh(worlds, "release")
+    rec = record(w.repo)
+    task = next(c["task_id"] for c in rec["children"] if c["state"] == "integrated" and c["lane"].get("path"))
+    killed = lanes_proc(w.repo, "release", task, "--json", env={**prep.env, "GIT_LANES_CRASH_AT": "worktree-removed"})
+    assert killed.code != 0
+    assert git(w.repo, "for-each-ref", f"refs/heads/imm-lane/{SLUG}/{task}") != ""
+    must(lanes_proc(w.repo, "tick", "--json", env=prep.env), "tick")
+    assert child(record(w.repo), task)["state"] == "released"
+    assert git(w.repo, "for-each-ref", f"refs/heads/imm-lane/{SLUG}/{task}") == ""
+    must(lanes_proc(w.repo, "audit", env=prep.env), "audit")

@@ -18,7 +18,7 @@ import os
 from .. import authority, lifecycle
 from ..decisions.lineage import LineageFacts, classify_lineage
 from ..errors import ExitCode, LanesError
-from ..gitio import RefRaceError, short_branch
+from ..gitio import RefRaceError, branch_ref, short_branch
 from ..model import AdoptedHead
 from . import engine
 from .land import mark_integrated
@@ -215,12 +215,28 @@ def adopt(t: TickState) -> bool:
 
 
 def record_releases(t: TickState) -> bool:
-    """Step 4: an integrated child whose lane is gone (a remote lane: released in its clone) is released."""
+    """Step 4: an integrated child whose lane is gone (a remote lane: released in its clone) is released.
+    A local lane's branch left on its lane commit (a release killed between the worktree's removal and
+    the branch's) goes first, as that release would have done: a released child leaves no branch
+    behind for the next batch to refuse as stale."""
     for c in t.record.children:
         if c.state == "integrated" and c.lane and not t.lanes.presence(c.lane).exists:
+            if c.lane.remote is None:
+                _drop_left_branch(t, c.lane)
             lifecycle.release(c)
             t.events.append(f"released {c.task_id}")
     return True
+
+
+def _drop_left_branch(t: TickState, lane) -> None:
+    ref = branch_ref(lane.branch)
+    tip = t.git.refs.resolve(ref)
+    if tip is None or tip != lane.lane_commit or t.s.worktree_on(lane.branch) is not None:
+        return   # gone already, or moved on by someone (their commits are not ours to drop), or checked out
+    try:
+        t.git.refs.delete(ref, tip, "git-lanes: release lane")
+    except RefRaceError:
+        pass
 
 
 def lineage(t: TickState) -> bool:

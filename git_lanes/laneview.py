@@ -68,8 +68,8 @@ class LaneSpot(NamedTuple):
         path = _get(doc, "path", str, "lane", optional=True)
         if (path is None) == (where is None):
             raise _Bad("lane: a lane has either a path or remote")
-        return cls(path, _get(doc, "branch", str, "lane"), _oid(doc, "base_head", "lane"), _get(doc, "run_id", str, "lane"),
-                   where)
+        return cls(path, _get(doc, "branch", str, "lane"), _oid(doc, "base_head", "lane"),
+                   _get(doc, "run_id", str, "lane"), where)
 
 
 class LaneBatch(NamedTuple):

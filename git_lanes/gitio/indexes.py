@@ -84,8 +84,8 @@ class Indexes:
         if not os.path.isfile(prepared):
             return None
         extra = ["-c", f"core.excludesFile={excludes}"] if excludes else []
-        proc = self._run(*extra, "add", "-A", "--dry-run", cwd=worktree, env={**self.git.env, "GIT_INDEX_FILE": prepared},
-                         check=False)
+        env = {**self.git.env, "GIT_INDEX_FILE": prepared}
+        proc = self._run(*extra, "add", "-A", "--dry-run", cwd=worktree, env=env, check=False)
         return None if proc.returncode != 0 else not proc.stdout.strip()
 
     def install_index(self, worktree: str, tree: str) -> bool:

@@ -186,7 +186,9 @@ class World:
                           "--interval", interval, *args,
                           env={"EXEC_TRACE": str(self.trace), "EXEC_SLEEP": "0.2", **(env or {})})
 
-    def finish(self, proc: subprocess.Popen, timeout: float = 120) -> tuple[int, str]:
+    def finish(self, proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str]:
+        """Its exit code and log; a whole batch of two machines and a coordinator takes seconds, but a
+        2-core machine running the rest of the suite beside it can stretch that past two minutes."""
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -25,11 +25,11 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from .clone import clone_id, host_name  # noqa: F401 (re-exported)
+from .clock import parse_time
+from .clone import clone_id
 from .decisions.admission import LaneFacts
 from .decisions.claims import claim_is_live
 from .gitio import LaneBranch, branch_ref, quote_path
-from .clock import parse_time
 from .session import Session
 from .store import CorruptRecord
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Callable
 
+from .clock import now
 from .errors import ExitCode, LanesError, usage
 from .gitio import (BATCH_BRANCH_PREFIX, LANE_BRANCH_PREFIX, BatchBranch, Git, LaneBranch, Worktree, WorktreeList,
                     branch_ref)
 from .ids import check_id
-from .clock import now
 from .store import BatchStore, EvidenceNotes, LaneStore
 
 if TYPE_CHECKING:   # the models load on first use: a lane command never needs them (issue 15)
@@ -40,8 +40,9 @@ class Session:
     """The repository as seen by one command, plus the clock and the warning sink."""
 
     def __init__(self, cwd: str | None = None, *, warn: Callable[[str], None] = _warn_stderr,
-                 clock: Callable[[], str] = now, environ=None, lean: bool = False) -> None:
-        self.git = Git(cwd, environ, warn=warn, lean=lean)   # lean: objects read by `git cat-file`, no dulwich
+                 clock: Callable[[], str] = now, environ=None, lane_side: bool = False) -> None:
+        # a lane command's session: the gateway picks its cheapest way to start (issue 15)
+        self.git = Git(cwd, environ, warn=warn, lean=lane_side)
         self.warn = warn
         self.clock = clock
         self.batches = BatchStore(self.git)

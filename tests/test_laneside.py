@@ -198,6 +198,28 @@ def test_an_intent_whose_hash_the_batch_did_not_authorize_is_validated_in_full(r
                                                                                       ["out.txt"], 60)
 
 
+def test_a_fresh_lane_record_has_the_models_shape():
+    """The lane side writes records from JSON data; a fresh one is exactly what the model dumps."""
+    from git_lanes.laneside import fresh_lane_data
+
+    assert fresh_lane_data(BATCH_ID, "alpha", "r1") == \
+        LaneRecord(batch_id=BATCH_ID, task_id="alpha", run_id="r1").model_dump(mode="json")
+
+
+@pytest.mark.parametrize("field, value", [("inbox_read", -1), ("record_revision", True), ("claim", "x"),
+                                          ("run_id", None)])
+def test_a_tampered_lane_record_is_corrupt_for_the_lane(repo, field, value):
+    """A lane write builds on its own record: a field it builds on that is not what the model allows is
+    refused (exit 128) before anything is written."""
+    lane = make_lane(repo)
+    data = {**LaneRecord(batch_id=BATCH_ID, task_id="alpha", run_id="r1").model_dump(mode="json"), field: value}
+    LaneStore(Git(repo)).write_data("demo", data, None, "forged")
+    before = refs(repo)
+    with pytest.raises(LanesError, match=f"lane record demo/alpha: contract error: lane.{field}") as exc:
+        inbox(session(lane), ack=True)
+    assert exc.value.exit_code == ExitCode.FATAL and refs(repo) == before
+
+
 # --- done -------------------------------------------------------------------------------------
 
 def test_done_passing_records_the_attempt(repo):

@@ -1,4 +1,4 @@
-"""The lane side (run inside a lane): task, done, inbox. Lean sessions: no dulwich, no models."""
+"""The lane side (run inside a lane): task, done, inbox, each in a lane-side session (fast start-up)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def task_cmd(as_json) -> None:
     """(In a lane) the effective intent, its checks and unread instructions."""
     from ..laneside import task_info
 
-    info = task_info(session(lean=True))
+    info = task_info(session(lane_side=True))
     if as_json:
         render.emit_json(info)
         return
@@ -36,7 +36,7 @@ def done_cmd(give_up, message, as_json) -> None:
     from ..errors import usage
     from ..laneside import done, give_up as give_up_fn
 
-    s = session(lean=True)
+    s = session(lane_side=True)
     if give_up:
         if message is None:
             raise usage("--give-up needs -m TEXT")
@@ -65,7 +65,7 @@ def inbox_cmd(ack, as_json) -> None:
     """(In a lane) instructions and corrections for this lane, oldest first."""
     from ..laneside import inbox
 
-    items = inbox(session(lean=True), ack=ack)
+    items = inbox(session(lane_side=True), ack=ack)
     if as_json:
         render.emit_json(items)
         return

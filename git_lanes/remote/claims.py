@@ -20,11 +20,12 @@ import os
 import uuid
 from typing import Any, Callable
 
+from ..clone import clone_id, host_name
 from ..errors import LanesError, refused, usage
 from ..gitio import LaneBranch, RefRaceError, branch_ref, lane_record_ref
 from ..gitio.transport import push_atomic
 from ..ids import check_id
-from ..lanehost import clone_id, host_name, live_claim
+from ..lanehost import live_claim
 from ..laneside import write_lane_record
 from ..model import Claim, LaneRecord, Released
 from ..session import Session

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..clone import clone_id
 from ..errors import LanesError
 from ..gitio import BatchBranch, LaneBranch, batch_record_ref, lane_record_ref
-from ..lanehost import clone_id, live_claim
+from ..lanehost import live_claim
 from ..session import Session
 
 if TYPE_CHECKING:

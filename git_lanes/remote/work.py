@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..checks import split_command
+from ..clone import clone_id
 from ..errors import LanesError, usage
-from ..lanehost import clone_id, live_claim, remote_timeout
+from ..lanehost import live_claim, remote_timeout
 from ..laneside import give_up, heartbeat
 from ..model import TERMINAL
 from ..run import RunResult, summary_facts

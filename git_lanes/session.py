@@ -87,7 +87,7 @@ class Session:
                 if len(_PLANS) >= 64:
                     _PLANS.clear()
                 _PLANS[(slug, tree)] = plan
-        if len(commit) == 40 and all(c in "0123456789abcdef" for c in commit):   # an object id, not a ref
+        if len(commit) == 40 and not commit.strip("0123456789abcdef"):   # an object id, not a ref
             if len(_PLAN_OF_COMMIT) >= 1024:
                 _PLAN_OF_COMMIT.clear()
             _PLAN_OF_COMMIT[(slug, commit)] = plan

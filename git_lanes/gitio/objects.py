@@ -12,7 +12,9 @@ exactly (`os.fsencode` gives its bytes back); `quote_path` shows it the way Git 
 
 from __future__ import annotations
 
+import itertools
 import os
+import threading
 import zlib
 from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple
@@ -26,15 +28,25 @@ TREE_MODE = 0o040000
 FILE_MODES = (0o100644, 0o100755)
 DELETED = ("000000", "0" * 40)
 _CACHE_MAX = 8192
+_SERIAL = itertools.count()    # temporary object names: unique per process and thread
 
 # Git objects never change: what was read of a tree or a blob is kept by id.
 _FLAT: dict[str, dict[str, str]] = {}
 _BLOBS: dict[str, bytes] = {}
 _HISTORIES: dict[tuple[str, str, bool], tuple[str, ...]] = {}   # (tip, exclude, first parent) -> commits
+_TREES: dict[tuple[str, str], tuple["TreeEntry", ...]] = {}       # (objects dir, tree) -> its entries
+_COMMITS: dict[tuple[str, str], "CommitInfo"] = {}                # (objects dir, commit) -> it parsed
+
+
+def _keep(cache: dict, key, value):
+    if len(cache) >= _CACHE_MAX:
+        cache.clear()
+    cache[key] = value
+    return value
 
 
 def _is_oid(name: str) -> bool:
-    return len(name) in (40, 64) and all(c in "0123456789abcdef" for c in name)
+    return len(name) in (40, 64) and not name.strip("0123456789abcdef")
 
 
 def _enc(path: str) -> bytes:
@@ -102,6 +114,22 @@ class CommitInfo(NamedTuple):
         return trailers(self.message)
 
 
+def _create_temp(folder: str) -> tuple[int, str]:
+    """A new read-only temporary file in `folder` (made when missing): (fd, path). Named by process,
+    thread and a counter, not by a random draw; a leftover of a killed process of the same pid is
+    stepped over."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = os.path.join(folder, f"tmp_obj_{os.getpid()}_{threading.get_ident()}_{next(_SERIAL)}")
+        try:
+            return os.open(tmp, flags, 0o444), tmp
+        except FileNotFoundError:
+            os.makedirs(folder, exist_ok=True)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{folder}: no free temporary object name")
+
+
 class MissingObject(GitError):
     """An object a ref or record names is not in the repository (or not of the kind expected)."""
 
@@ -147,16 +175,23 @@ class ObjectDB:
     def commit(self, oid: str) -> CommitInfo:
         from .readers import parse_commit, split_ident
 
+        found = _COMMITS.get((self.objects_dir, oid))
+        if found is not None:
+            return found
         headers, message = parse_commit(self._read(oid, "commit"))
         author, author_time, _ = split_ident(headers[b"author"][0])
         committer, commit_time, _ = split_ident(headers[b"committer"][0])
-        return CommitInfo(oid=oid, tree=headers[b"tree"][0].decode(), parents=tuple(p.decode() for p in
+        info = CommitInfo(oid=oid, tree=headers[b"tree"][0].decode(), parents=tuple(p.decode() for p in
                                                                                     headers.get(b"parent", [])),
                           author=_dec(author), author_time=author_time, committer=_dec(committer),
                           commit_time=commit_time, message=message.decode("utf-8", "replace"))
+        return _keep(_COMMITS, (self.objects_dir, oid), info)
 
     def tree_of(self, rev: str) -> str:
         """The tree of a commit, or the tree itself."""
+        known = _COMMITS.get((self.objects_dir, rev))
+        if known is not None:
+            return known.tree
         found = self.reader.read(rev)
         if found is None:
             raise MissingObject(rev, "no such object")
@@ -178,7 +213,12 @@ class ObjectDB:
     def entries(self, tree: str) -> list[TreeEntry]:
         from .readers import parse_tree
 
-        return [TreeEntry(_dec(name), mode, oid) for name, mode, oid in parse_tree(self._read(tree, "tree"))]
+        found = _TREES.get((self.objects_dir, tree))
+        if found is None:
+            parsed = parse_tree(self._read(tree, "tree"))
+            found = _keep(_TREES, (self.objects_dir, tree),
+                          tuple(TreeEntry(_dec(n), mode, oid) for n, mode, oid in parsed))
+        return list(found)
 
     def entry_at(self, treeish: str, path: str) -> TreeEntry | None:
         """The entry at `path` in a commit's or a tree's tree, or None (absent, or below a file)."""
@@ -220,25 +260,25 @@ class ObjectDB:
     # -- writes: loose objects, serialized here ----------------------------------------------------
 
     def _add(self, kind: str, body: bytes) -> str:
-        """Write one object as a loose object through a temporary file and a rename; its id."""
-        import hashlib
-        import tempfile   # here: a command that only reads never loads them
+        """Write one object as a loose object through a temporary file and a rename; its id.
+
+        An object already there (loose, or written by this process) is not written again; one that
+        is only packed gets a loose copy, which Git reads the same (and `gc` drops)."""
+        import hashlib   # here: a command that only reads never loads it
 
         raw = f"{kind} {len(body)}".encode() + b"\0" + body
         oid = hashlib.sha1(raw).hexdigest()
+        if oid in self._written:
+            return oid
         folder = os.path.join(self.objects_dir, oid[:2])
         final = os.path.join(folder, oid[2:])
-        if oid in self._written or os.path.exists(final):
-            return oid
-        if self.has(oid):    # packed already
+        if os.path.exists(final):
             self._written.add(oid)
             return oid
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix="tmp_obj_", dir=folder)
+        fd, tmp = _create_temp(folder)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(zlib.compress(raw))
-            os.chmod(tmp, 0o444)
             os.replace(tmp, final)
         except BaseException:
             try:

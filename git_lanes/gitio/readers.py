@@ -11,21 +11,46 @@ Both answer `kind`, `read` (raw contents) and `close`; objects are parsed by `pa
 
 from __future__ import annotations
 
+import os
 import subprocess
+import zlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .git import Git
 
 
+def read_loose(objects_dir: str, oid: str) -> tuple[str, bytes] | None:
+    """(kind, contents) of a loose object, None when it is not loose (or not whole)."""
+    if len(oid) not in (40, 64) or oid.strip("0123456789abcdef"):
+        return None
+    try:
+        with open(os.path.join(objects_dir, oid[:2], oid[2:]), "rb") as fh:
+            raw = zlib.decompress(fh.read())
+    except (OSError, zlib.error):
+        return None
+    header, nul, body = raw.partition(b"\0")
+    kind, _, size = header.partition(b" ")
+    if not nul or not size.isdigit() or int(size) != len(body):
+        return None
+    return kind.decode("ascii", "replace"), body
+
+
 class DulwichReader:
+    """Loose objects (what this tool and a busy batch mostly read) straight from their files;
+    packed ones through dulwich, which rescans the pack folder whenever an object is not packed."""
+
     def __init__(self, git: "Git") -> None:
         from dulwich.repo import Repo
 
+        self.objects_dir = os.path.join(git.common_dir, "objects")
         self.repo = Repo(git.common_dir, bare=True)
         self.store = self.repo.object_store
 
     def read(self, oid: str) -> tuple[str, bytes] | None:
+        found = read_loose(self.objects_dir, oid)
+        if found is not None:
+            return found
         try:
             obj = self.store[oid.encode()]
         except (KeyError, ValueError, AssertionError):
@@ -33,6 +58,8 @@ class DulwichReader:
         return obj.type_name.decode(), obj.as_raw_string()
 
     def has(self, oid: str) -> bool:
+        if len(oid) in (40, 64) and os.path.exists(os.path.join(self.objects_dir, oid[:2], oid[2:])):
+            return True
         try:
             return oid.encode() in self.store
         except (ValueError, AssertionError):
@@ -55,7 +82,7 @@ class CatFileReader:
         return self.proc
 
     def read(self, oid: str) -> tuple[str, bytes] | None:
-        if not oid or any(c not in "0123456789abcdef" for c in oid):
+        if not oid or oid.strip("0123456789abcdef"):
             return None
         proc = self._start()
         proc.stdin.write(oid.encode() + b"\n")

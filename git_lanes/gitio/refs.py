@@ -124,7 +124,7 @@ class Refs:
                 ref = data[5:].decode("utf-8", "surrogateescape")
                 continue
             value = data.decode("ascii", "replace")
-            return value if len(value) in (40, 64) and all(c in "0123456789abcdef" for c in value) else None
+            return value if len(value) in (40, 64) and not value.strip("0123456789abcdef") else None
         return None
 
     def packed(self) -> dict[str, str]:

@@ -43,9 +43,9 @@ class StatusEntry(NamedTuple):
 class WorktreeList(list):
     """`git worktree list --porcelain`, with look-ups by real path and by branch."""
 
-    def __init__(self, items: Iterable[Worktree]) -> None:
+    def __init__(self, items: Iterable[Worktree], by_path: dict[str, Worktree] | None = None) -> None:
         super().__init__(items)
-        self._by_path = {os.path.realpath(wt.path): wt for wt in self}
+        self._by_path = by_path if by_path is not None else {os.path.realpath(wt.path): wt for wt in self}
         self._by_branch = {wt.branch: wt for wt in self if wt.branch}
 
     def at(self, path: str | None) -> Worktree | None:
@@ -75,7 +75,7 @@ def _gitfile(worktree: str) -> bool:
 
 # The last list of each repository (by common dir) with what it read: shared by every session of a
 # process (`run` opens one per verifier and per lane).
-_LISTED: dict[str, tuple[tuple, list[Worktree]]] = {}
+_LISTED: dict[str, tuple[tuple, WorktreeList]] = {}
 
 
 class WorkingTrees(Indexes):
@@ -124,7 +124,7 @@ class WorkingTrees(Indexes):
         seen = self._fingerprint()
         listed = _LISTED.get(self.git.common_dir)
         if listed is not None and listed[0] == seen:
-            return WorktreeList(listed[1])   # nothing `git worktree list` reads has changed since
+            return WorktreeList(listed[1], listed[1]._by_path)   # nothing `git worktree list` reads changed
         attempt = 0
         while True:
             proc = self.git.run("worktree", "list", "--porcelain", "-z", check=False)
@@ -150,8 +150,9 @@ class WorkingTrees(Indexes):
                 found.append(Worktree(path=fields["worktree"], head=fields.get("HEAD"), branch=fields.get("branch"),
                                       bare="bare" in fields, prunable="prunable" in fields,
                                       locked=fields.get("locked") if "locked" in fields else None))
-        _LISTED[self.git.common_dir] = (seen, found)
-        return WorktreeList(found)
+        listed_now = WorktreeList(found)
+        _LISTED[self.git.common_dir] = (seen, listed_now)
+        return WorktreeList(found, listed_now._by_path)
 
     def _fingerprint(self) -> tuple:
         """Everything `git worktree list` reads, read with no process: each worktree's admin files
@@ -317,7 +318,7 @@ class WorkingTrees(Indexes):
             first = ""
         if first.startswith("ref: refs/") and first != "ref: refs/heads/.invalid":
             return first[5:]
-        if admin is not None and len(first) in (40, 64) and all(c in "0123456789abcdef" for c in first):
+        if admin is not None and len(first) in (40, 64) and not first.strip("0123456789abcdef"):
             return None
         wt = self.list().at(worktree)
         return wt.branch if wt is not None else None

@@ -9,6 +9,7 @@ write whose content equals the current record writes nothing. Every writer goes 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
@@ -31,7 +32,8 @@ def _blob_id(data: bytes) -> str:
 
 
 class Snapshot:
-    """A record as read, with what a compare-and-swap write needs."""
+    """A record as read, with what a compare-and-swap write needs. A transaction changes `record` in
+    place: what the write compares against (the blobs, the commits it referred to) is kept here."""
 
     def __init__(self, record: "BatchRecord", commit: str | None, tree: str | None = None,
                  blobs: dict[str, str] | None = None) -> None:
@@ -39,6 +41,13 @@ class Snapshot:
         self.commit = commit                  # the state commit it was read from
         self.tree = tree
         self.blobs = blobs if blobs is not None else {}   # path -> blob id
+        self.referenced = frozenset(record.referenced_commits())   # kept reachable by `commit`
+
+
+def _stamp_free(data: bytes) -> dict:
+    value = json.loads(data)
+    value.pop("updated_at", None)
+    return value
 
 
 class BatchStore:
@@ -93,29 +102,26 @@ class BatchStore:
         slug = slug or record.slug
         record = BatchRecord.model_validate(record.model_dump(by_alias=True))   # the §4 invariants
         odb = self.git.odb
-        if snap is not None and not new_line:
-            if record.model_copy(update={"updated_at": snap.record.updated_at}) == snap.record:
-                extra = also() if also else []
-                if extra:
-                    self.git.refs.update(extra, f"git-lanes: {summary}", guarded=True)
-                return snap
         files = batch_files(record)
+        new_blobs = {path: _blob_id(data) for path, data in files.items()}
         old_blobs = snap.blobs if snap is not None and not new_line else {}
+        if snap is not None and not new_line and self._unchanged(old_blobs, new_blobs, files):
+            extra = also() if also else []
+            if extra:
+                self.git.refs.update(extra, f"git-lanes: {summary}", guarded=True)
+            return snap
         changes: dict[str, str | None] = {}
-        new_blobs: dict[str, str] = {}
         for path, data in files.items():
-            oid = _blob_id(data)
-            new_blobs[path] = oid
-            if old_blobs.get(path) != oid:
+            if old_blobs.get(path) != new_blobs[path]:
                 odb.write_blob(data)
-                changes[path] = oid
+                changes[path] = new_blobs[path]
         for path in old_blobs:
             if path not in files:
                 changes[path] = None
         tree = odb.update_tree(snap.tree if snap is not None and not new_line else None, changes)
         assert tree is not None
         parents = [snap.commit] if snap is not None and snap.commit else []
-        old_refs = snap.record.referenced_commits() if snap is not None and not new_line else set()
+        old_refs = snap.referenced if snap is not None and not new_line else frozenset()
         parents += [c for c in sorted(record.referenced_commits() - old_refs) if odb.has(c)]
         message = (f"{summary}\n\nLanes-Actor: {actor}\nLanes-At: {record.updated_at}\n"
                    f"Lanes-State-Batch: {record.batch_id}\n")
@@ -135,6 +141,17 @@ class BatchStore:
         else:
             raise refused("batch_busy", f"the refs written with the record of {slug} kept moving; run it again")
         return Snapshot(record=record, commit=commit, tree=tree, blobs=new_blobs)
+
+    def _unchanged(self, old: dict[str, str], new: dict[str, str], files: dict[str, bytes]) -> bool:
+        """Whether a record's files equal the stored ones but for the time stamp."""
+        if old.keys() != new.keys() or any(old[p] != new[p] for p in new if p != "batch.json"):
+            return False
+        if old["batch.json"] == new["batch.json"]:
+            return True
+        try:
+            return _stamp_free(self.git.odb.blob(old["batch.json"])) == _stamp_free(files["batch.json"])
+        except (LanesError, ValueError):
+            return False
 
     @contextmanager
     def transaction(self, slug: str, *, actor: str, clock: Callable[[], str],
@@ -177,7 +194,7 @@ class Transaction:
         self.snap = snap
         self.actor = actor
         self.clock = clock
-        self.record: "BatchRecord | None" = snap.record.model_copy(deep=True) if snap else None
+        self.record: "BatchRecord | None" = snap.record if snap else None   # the snapshot was read for it
 
     def write(self, summary: str, *, record: "BatchRecord | None" = None, new_line: bool = False,
               also: Updates | None = None, stamp: bool = True) -> Snapshot:

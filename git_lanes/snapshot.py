@@ -5,9 +5,9 @@ nor the multi-valued `lanes.exclude` patterns ignore, as a tree, without touchin
 from __future__ import annotations
 
 import os
-import tempfile
 
 from .gitio import Git, quote_path
+from .gitio.tempnames import new_file
 
 
 def _user_excludes(git: Git) -> str | None:
@@ -45,7 +45,7 @@ def exclude_file(git: Git) -> str:
     except FileNotFoundError:
         pass
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="exclude.")
+    fd, tmp = new_file(folder, "exclude.")
     with os.fdopen(fd, "wb") as f:
         f.write(content)
     os.replace(tmp, path)

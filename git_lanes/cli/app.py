@@ -1,4 +1,4 @@
-"""The `git lanes` group and its entry point: parse, call one use case, print, exit.
+"""The `git lanes` group: parse, call one use case, print, exit.
 
 Only click is imported at start-up; the use cases and their heavy dependencies are imported inside the
 command that needs them, so `--version`, `completion` and every TAB stay cheap. Errors never
@@ -7,7 +7,6 @@ reach the user as a traceback: a `LanesError` is one `error:` line with its exit
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
@@ -35,23 +34,10 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..errors import LanesError
-    from ..redact import redact
-
     args = sys.argv[1:] if argv is None else argv
-    as_json = "--json" in args
     try:
         cli.main(args=args, prog_name="git lanes", complete_var="_GIT_LANES_COMPLETE", standalone_mode=False)
         return 0
-    except render.Fail as f:
-        return f.exit_code
-    except LanesError as e:
-        if as_json and e.report is not None and e.exit_code == 1:
-            render.emit_json(e.report)
-        render.err("error", redact(e.message))
-        if e.hint:
-            render.err("hint", e.hint)
-        return int(e.exit_code)
     except click.UsageError as e:
         _usage_error(e)
         return 2
@@ -60,16 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except click.exceptions.Exit as e:
         return e.exit_code
-    except KeyboardInterrupt:
-        render.err("error", "interrupted")
-        return 130
-    except BrokenPipeError:
-        return 0
-    except Exception as e:  # never a traceback, unless asked for
-        if os.environ.get("GIT_LANES_DEBUG"):
-            raise
-        render.err("fatal", redact(f"internal error: {type(e).__name__}: {e}"))
-        return 128
+    except (Exception, KeyboardInterrupt) as e:
+        return render.failure(e, "--json" in args)
 
 
 def _usage_error(e: click.UsageError) -> None:
@@ -89,5 +67,3 @@ def _choices_joined(lines: list[str]) -> str:
     return " ".join(lines)
 
 
-def entry() -> None:
-    sys.exit(main())

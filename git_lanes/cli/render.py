@@ -4,9 +4,12 @@ lines on stderr. Use cases return data or raise; only this module turns them int
 from __future__ import annotations
 
 import json
+import os
+import re
+import sys
 from typing import Any
 
-import click
+_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 
 
 class Fail(Exception):
@@ -16,16 +19,61 @@ class Fail(Exception):
         self.exit_code = exit_code
 
 
+def echo(text: str, err: bool = False) -> None:
+    """One line on stdout (or stderr), flushed; terminal escape sequences dropped unless it is a
+    terminal (as `click.echo` does; written here so the lane side can run without click)."""
+    stream = sys.stderr if err else sys.stdout
+    if stream is None:
+        return
+    if "\x1b" in text and not _isatty(stream):
+        text = _CSI.sub("", text)
+    stream.write(text + "\n")
+    stream.flush()
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def failure(exc: Exception | KeyboardInterrupt, as_json: bool) -> int:
+    """What a command that raised prints (never a traceback, unless GIT_LANES_DEBUG asks): its exit
+    code. The click-specific errors are `app.main`'s."""
+    from ..errors import LanesError
+    from ..redact import redact
+
+    if isinstance(exc, Fail):
+        return exc.exit_code
+    if isinstance(exc, LanesError):
+        if as_json and exc.report is not None and exc.exit_code == 1:
+            emit_json(exc.report)
+        err("error", redact(exc.message))
+        if exc.hint:
+            err("hint", exc.hint)
+        return int(exc.exit_code)
+    if isinstance(exc, KeyboardInterrupt):
+        err("error", "interrupted")
+        return 130
+    if isinstance(exc, BrokenPipeError):
+        return 0
+    if os.environ.get("GIT_LANES_DEBUG"):
+        raise exc
+    err("fatal", redact(f"internal error: {type(exc).__name__}: {exc}"))
+    return 128
+
+
 def say(text: str = "") -> None:
-    click.echo(text)
+    echo(text)
 
 
 def err(kind: str, text: str) -> None:
-    click.echo(f"{kind}: {text}", err=True)
+    echo(f"{kind}: {text}", err=True)
 
 
 def emit_json(doc: Any) -> None:
-    click.echo(json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False))
+    echo(json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False))
 
 
 def outcome(result, as_json: bool) -> None:
@@ -165,7 +213,7 @@ def run_result(result, as_json: bool, after: str | None = None) -> None:
     if result.error:
         err("error", result.error)
     if after:
-        click.echo(f"\n{after}", err=as_json)
+        echo(f"\n{after}", err=as_json)
     if result.exit_code:
         raise Fail(result.exit_code)
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from typing import TYPE_CHECKING, Sequence
+
+from .tempnames import copy_file, new_dir
 
 if TYPE_CHECKING:
     from .git import Git
@@ -48,16 +49,18 @@ class Indexes:
         index = self.index_path(worktree)
         extra = ["-c", f"core.excludesFile={excludes}"] if excludes else []
         folder = os.path.dirname(index) if keep and os.path.isdir(os.path.dirname(index)) else None
-        import tempfile
+        if folder is None:
+            import tempfile
 
-        with tempfile.TemporaryDirectory(prefix="git-lanes-index.", dir=folder) as tmp:
+            folder = tempfile.gettempdir()
+        with new_dir(folder, "git-lanes-index.") as tmp:
             temp_index = os.path.join(tmp, "index")
             if os.path.exists(index):
-                shutil.copyfile(index, temp_index)
+                copy_file(index, temp_index)
             env = {**self.git.env, "GIT_INDEX_FILE": temp_index}
             self._run(*extra, "add", "-A", cwd=worktree, env=env)
             tree = self._run("write-tree", cwd=worktree, env=env).stdout.decode().strip()
-            if folder is not None:
+            if keep and folder == os.path.dirname(index):
                 self.drop_prepared(worktree)
                 os.replace(temp_index, self.prepared_index(worktree, tree))
             return tree

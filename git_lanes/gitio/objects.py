@@ -12,14 +12,13 @@ exactly (`os.fsencode` gives its bytes back); `quote_path` shows it the way Git 
 
 from __future__ import annotations
 
-import itertools
 import os
-import threading
 import zlib
 from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple
 
 from .process import GitError
+from .tempnames import new_file
 
 if TYPE_CHECKING:
     from .git import Git
@@ -28,7 +27,6 @@ TREE_MODE = 0o040000
 FILE_MODES = (0o100644, 0o100755)
 DELETED = ("000000", "0" * 40)
 _CACHE_MAX = 8192
-_SERIAL = itertools.count()    # temporary object names: unique per process and thread
 
 # Git objects never change: what was read of a tree or a blob is kept by id.
 _FLAT: dict[str, dict[str, str]] = {}
@@ -112,22 +110,6 @@ class CommitInfo(NamedTuple):
     @property
     def trailers(self) -> dict[str, str]:
         return trailers(self.message)
-
-
-def _create_temp(folder: str) -> tuple[int, str]:
-    """A new read-only temporary file in `folder` (made when missing): (fd, path). Named by process,
-    thread and a counter, not by a random draw; a leftover of a killed process of the same pid is
-    stepped over."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    for _ in range(100):
-        tmp = os.path.join(folder, f"tmp_obj_{os.getpid()}_{threading.get_ident()}_{next(_SERIAL)}")
-        try:
-            return os.open(tmp, flags, 0o444), tmp
-        except FileNotFoundError:
-            os.makedirs(folder, exist_ok=True)
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"{folder}: no free temporary object name")
 
 
 class MissingObject(GitError):
@@ -275,7 +257,7 @@ class ObjectDB:
         if os.path.exists(final):
             self._written.add(oid)
             return oid
-        fd, tmp = _create_temp(folder)
+        fd, tmp = new_file(folder, "tmp_obj_", 0o444)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(zlib.compress(raw))

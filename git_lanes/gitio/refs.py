@@ -11,7 +11,6 @@ for (`process.LockWait`).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, ClassVar, Sequence
 
 from .process import ZERO_OID, GitError, LockWait, locked_path
@@ -39,12 +38,38 @@ def _segments(ref: str | None, prefix: str, count: int) -> list[str] | None:
 
 
 class _Branch:
-    """A branch git-lanes names: `PREFIX` followed by its fields, one segment each."""
+    """A branch git-lanes names: `PREFIX` followed by its `FIELDS`, one segment each. Immutable,
+    equal by kind and value (plain slots, not a dataclass: `dataclasses` costs a lane command's
+    start-up more than all of this module)."""
     PREFIX: ClassVar[str]
+    FIELDS: ClassVar[tuple[str, ...]]
+    __slots__ = ()
+
+    def __init__(self, *values: str, **named: str) -> None:
+        values = values + tuple(named.pop(f) for f in self.FIELDS[len(values):] if f in named)
+        if len(values) != len(self.FIELDS) or named:
+            raise TypeError(f"{type(self).__name__} takes {', '.join(self.FIELDS)}")
+        for field, value in zip(self.FIELDS, values):
+            object.__setattr__(self, field, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def _values(self) -> tuple[str, ...]:
+        return tuple(getattr(self, f) for f in self.FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._values() == self._values()   # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, *self._values()))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{f}={getattr(self, f)!r}' for f in self.FIELDS)})"
 
     @property
     def name(self) -> str:
-        return "/".join([self.PREFIX[len(HEADS):].rstrip("/")] + [getattr(self, f.name) for f in fields(self)])
+        return "/".join([self.PREFIX[len(HEADS):].rstrip("/"), *self._values()])
 
     @property
     def ref(self) -> str:
@@ -53,21 +78,23 @@ class _Branch:
     @classmethod
     def of_ref(cls, ref: str | None):
         """The branch `ref` names (a full ref), or None when it is not one of this kind."""
-        parts = _segments(ref, cls.PREFIX, len(fields(cls)))
+        parts = _segments(ref, cls.PREFIX, len(cls.FIELDS))
         return cls(*parts) if parts else None
 
 
-@dataclass(frozen=True)
 class BatchBranch(_Branch):
     """`imm/<slug>`: the batch branch, moved by git-lanes only by fast-forward."""
-    PREFIX: ClassVar[str] = BATCH_BRANCH_PREFIX
+    PREFIX = BATCH_BRANCH_PREFIX
+    FIELDS = ("slug",)
+    __slots__ = FIELDS
     slug: str
 
 
-@dataclass(frozen=True)
 class LaneBranch(_Branch):
     """`imm-lane/<slug>/<task>`: one lane's branch."""
-    PREFIX: ClassVar[str] = LANE_BRANCH_PREFIX
+    PREFIX = LANE_BRANCH_PREFIX
+    FIELDS = ("slug", "task")
+    __slots__ = FIELDS
     slug: str
     task: str
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import time
 from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
 
@@ -206,6 +205,8 @@ class WorkingTrees(Indexes):
         except OSError:
             return False
         self.git.warn(f"removing the metadata of a 'git worktree add' that was killed half-way ({admin})")
+        import shutil
+
         shutil.rmtree(admin, ignore_errors=True)
         if folder and os.path.isdir(folder) and os.listdir(folder) == [".git"] and \
                 os.path.isfile(os.path.join(folder, ".git")):
@@ -244,6 +245,8 @@ class WorkingTrees(Indexes):
     def remove(self, path: str, *, force: bool = False) -> None:
         """`git worktree remove` (never forced unless asked: a worktree with changes stays and Git says
         why; `force` only once those changes are kept elsewhere, and then a locked one goes too)."""
+        import shutil
+
         args = ("worktree", "remove", *(["--force", "--force"] if force else []), "--end-of-options", path)
         if force and os.path.isdir(path) and not _gitfile(path):
             shutil.rmtree(path)   # killed half-way, its `.git` file gone or half written: Git cannot check it

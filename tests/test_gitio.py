@@ -171,9 +171,18 @@ def test_a_prepared_index_replaces_reset_once_head_holds_its_tree(repo, tmp_path
     assert not g.work.install_index(str(wt), tree)                   # used once
 
 
+def git_listed(g: Git) -> list:
+    """What `git worktree list` says now, taken afresh (no list kept from before)."""
+    from git_lanes.gitio import worktrees
+
+    worktrees._LISTED.pop(g.common_dir, None)
+    return list(g.work.list())
+
+
 def test_the_worktree_list_is_reused_only_while_nothing_it_reads_changed(repo, tmp_path):
     """Commands list worktrees after every lock; a list is taken again only when something `git
-    worktree list` reads changed: a worktree added or gone, a HEAD switched, a branch moved."""
+    worktree list` reads changed: a worktree added or gone, a HEAD switched. A branch checked out
+    in a worktree that moved is the list before with that branch's new commit, as Git lists it."""
     wt = tmp_path / "lane"
     git(repo, "worktree", "add", "-q", "-b", "lane", str(wt))
     g = Git(repo)
@@ -186,13 +195,20 @@ def test_the_worktree_list_is_reused_only_while_nothing_it_reads_changed(repo, t
     (wt / "f").write_text("x\n")
     git(wt, "add", "f")
     git(wt, "commit", "-q", "-m", "moves the lane branch")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "moves the main branch")
     moved = g.work.list()
-    assert len(calls) == 2 and moved.at(str(wt)).head == git(wt, "rev-parse", "HEAD").strip()
+    assert len(calls) == 1 and moved.at(str(wt)).head == git(wt, "rev-parse", "HEAD").strip()
+    assert moved.at(str(repo)).head == git(repo, "rev-parse", "HEAD").strip()
+    assert list(moved) == git_listed(Git(repo)) and moved.on("refs/heads/lane") == moved.at(str(wt))
     git(wt, "switch", "-q", "-c", "other")
-    assert g.work.list().at(str(wt)).branch == "refs/heads/other" and len(calls) == 3
+    calls.clear()
+    assert g.work.list().at(str(wt)).branch == "refs/heads/other" and len(calls) == 1
+    git(wt, "switch", "-q", "--detach")
+    git(wt, "commit", "-q", "--allow-empty", "-m", "a detached HEAD moves")
+    assert g.work.list().at(str(wt)).head == git(wt, "rev-parse", "HEAD").strip() and len(calls) == 2
     import shutil
 
     shutil.rmtree(wt)
-    assert g.work.list().at(str(wt)).prunable and len(calls) == 4
+    assert g.work.list().at(str(wt)).prunable and len(calls) == 3
     g.work.list()
-    assert len(calls) == 4
+    assert len(calls) == 3

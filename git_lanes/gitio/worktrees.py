@@ -77,6 +77,22 @@ def _gitfile(worktree: str) -> bool:
 _LISTED: dict[str, tuple[tuple, WorktreeList]] = {}
 
 
+def _branches_moved(old: tuple, new: tuple) -> dict[str, str] | None:
+    """{branch ref: its new commit} when two fingerprints differ only in where branches checked out
+    in worktrees point (to a commit both times); None when anything else changed."""
+    if len(old) != len(new):
+        return None
+    moved: dict[str, str] = {}
+    for a, b in zip(old, new):
+        if a[:-1] != b[:-1] or a[-1] is None or b[-1] is None:
+            if a != b:
+                return None
+            continue
+        if a[-1] != b[-1]:
+            moved[b[-2]] = b[-1]
+    return moved or None
+
+
 class WorkingTrees(Indexes):
     def __init__(self, git: "Git") -> None:
         self.git = git
@@ -124,6 +140,15 @@ class WorkingTrees(Indexes):
         listed = _LISTED.get(self.git.common_dir)
         if listed is not None and listed[0] == seen:
             return WorktreeList(listed[1], listed[1]._by_path)   # nothing `git worktree list` reads changed
+        moved = _branches_moved(listed[0], seen) if listed is not None else None
+        if listed is not None and moved is not None:
+            # only branches checked out in worktrees moved: Git would list the same, with their new commits
+            now = {id(wt): wt._replace(head=moved[wt.branch]) if wt.branch in moved and not wt.bare else wt
+                   for wt in listed[1]}
+            patched = WorktreeList([now[id(wt)] for wt in listed[1]],
+                                   {path: now[id(wt)] for path, wt in listed[1]._by_path.items()})
+            _LISTED[self.git.common_dir] = (seen, patched)
+            return WorktreeList(patched, patched._by_path)
         attempt = 0
         while True:
             proc = self.git.run("worktree", "list", "--porcelain", "-z", check=False)
@@ -154,29 +179,29 @@ class WorkingTrees(Indexes):
         return WorktreeList(found, listed_now._by_path)
 
     def _fingerprint(self) -> tuple:
-        """Everything `git worktree list` reads, read with no process: each worktree's admin files
-        (`HEAD`, `gitdir`, `locked`, `commondir`), whether its folder is still there, and the commit
-        its branch points at. Two equal fingerprints mean the same list (a command lists worktrees
-        after every lock; most of those lists are the one before)."""
+        """Everything `git worktree list` reads, read with no process, per worktree: its admin files
+        (`HEAD`, `gitdir`, `locked`, `commondir`), the commit its branch points at, and whether its
+        folder is still there. Two equal fingerprints mean the same list (a command lists worktrees
+        after every lock; most of those lists are the one before, or it with a branch moved)."""
         common = self.git.common_dir
         root = os.path.join(common, "worktrees")
         try:
             admins = [common] + [os.path.join(root, n) for n in sorted(os.listdir(root))]
         except OSError:
             admins = [common]
-        seen: list[object] = []
+        seen: list[tuple] = []
         for admin in admins:
+            files: list[bytes | None] = []
             for name in ("HEAD", "gitdir", "locked", "commondir"):
                 try:
                     with open(os.path.join(admin, name), "rb") as fh:
-                        data: bytes | None = fh.read()
+                        files.append(fh.read())
                 except OSError:
-                    data = None
-                seen.append(data)
-                if name == "HEAD" and data is not None and data.startswith(b"ref: "):
-                    seen.append(self.git.refs.resolve(data[5:].strip().decode("utf-8", "surrogateescape")))
-                elif name == "gitdir" and data is not None:
-                    seen.append(os.path.exists(os.fsdecode(data.strip())))
+                    files.append(None)
+            head = files[0]
+            branch = head[5:].strip().decode("utf-8", "surrogateescape") if head and head.startswith(b"ref: ") else None
+            exists = os.path.exists(os.fsdecode(files[1].strip())) if files[1] is not None else None
+            seen.append((admin, *files, exists, branch, self.git.refs.resolve(branch) if branch else None))
         return tuple(seen)
 
     def _drop_dead_add(self, err: str) -> bool:

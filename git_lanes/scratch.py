@@ -132,7 +132,7 @@ class Scratch:
             self.s.worktrees(refresh=True)
             self._setup(slug, batch_id)
             return self.path
-        work.checkout_detached(self.path, commit)
+        work.checkout_detached(self.path, commit, split_index=True)
         keep = self._keep()
         work.clean(self.path, keep)
         literal = [p.strip().strip("/") for p in keep if p.strip() and not any(ch in p for ch in "*?[")]

@@ -358,9 +358,12 @@ class WorkingTrees(Indexes):
             self._run("--literal-pathspecs", "checkout", "--pathspec-from-file=-", "--pathspec-file-nul",
                          cwd=worktree, input=data)
 
-    def checkout_detached(self, worktree: str, commit: str) -> None:
-        """Move a detached worktree to `commit` (a two-tree checkout: only changed files)."""
-        self._run("checkout", "-q", "-f", "--detach", commit, cwd=worktree)
+    def checkout_detached(self, worktree: str, commit: str, *, split_index: bool = False) -> None:
+        """Move a detached worktree to `commit` (a two-tree checkout: only changed files). With
+        `split_index` (a worktree of ours alone), the index is written as a small split index over a
+        shared one: a move of a few files in a large tree no longer rewrites every entry."""
+        self._run(*(["-c", "core.splitIndex=true"] if split_index else []), "checkout", "-q", "-f", "--detach", commit,
+                  cwd=worktree)
 
     def clean(self, worktree: str, keep: Sequence[str] = ()) -> None:
         """Remove every untracked and ignored file except those matching `keep`."""

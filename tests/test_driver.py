@@ -193,6 +193,9 @@ def test_never_more_than_max_parallel_sessions_and_they_overlap(tmp_path, execut
     assert most <= 3
     assert most >= 2, "the sessions never ran at once"
     assert sorted(batch_tasks(root, "drv")) == tasks
+    # spare lanes wait for a slot: offered early, they are neither refused nor reported as such
+    assert "refused" not in proc.stdout + proc.stderr
+    assert sum(1 for line in proc.stdout.splitlines() if ": lane /" in line) == 8
 
 
 def test_executor_that_only_edits_files_gets_done_run_for_it(tmp_path, executor):

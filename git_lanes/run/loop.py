@@ -70,6 +70,7 @@ class Driver(Provisioning):
         self.stop_reason: str | None = None
         self.tasks = [c.task_id for c in record.children]
         self.verifier: threading.Thread | None = None
+        self.verifier_session: Session | None = None   # one verifier at a time: they share it in turn
         self.verify_inline = verify_inline   # a loop that does not wait on sessions verifies in its ticks
         self.coordinator = record.coordinator
 
@@ -146,8 +147,9 @@ class Driver(Provisioning):
                 self.progress.event(f"{task}: correction due ({c['correction_due']})")
             self.prev[task] = c
         for r in report.get("lane_refusals", []):
-            if r["task_id"] not in quiet:
-                self.progress.event(f"{r['task_id']}: lane refused: {r['reason']}")
+            if r["task_id"] in quiet or (r["reason"] == "batch_lane_unknown_child" and r["task_id"] in self.spares):
+                continue   # a spare offered before its slot is free stays a spare: nothing to report
+            self.progress.event(f"{r['task_id']}: lane refused: {r['reason']}")
         self.progress.draw()
 
     # -- the verifier ------------------------------------------------------------------------------------
@@ -160,7 +162,7 @@ class Driver(Provisioning):
         """Verify (and land) the candidate in a thread with a session of its own."""
         def work(pending: Pending | None) -> None:
             try:
-                vs = Session(cwd=self.coordinator)
+                vs = self.verifier_session = self.verifier_session or Session(cwd=self.coordinator)
                 while pending is not None:
                     if self.interrupted.is_set():   # Ctrl-C: no new verification; the candidate stays recorded
                         pending.held.release()
@@ -180,7 +182,9 @@ class Driver(Provisioning):
             if self.interrupted.is_set():
                 return self.report
             raise Stop(event.error.message)
-        self.note(event.report)
+        # landing admits no lane: the refusals its report carries are those of the tick that recorded
+        # the candidate, reported then
+        self.note(event.report, {r["task_id"] for r in event.report.get("lane_refusals", [])})
         return self.tick(Request(actor="run", only=set()), spares=True)
 
     # -- the loop ---------------------------------------------------------------------------------------

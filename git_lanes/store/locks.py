@@ -30,6 +30,12 @@ if TYPE_CHECKING:
 POLL = 0.05
 
 
+def _jittered(wait: float) -> float:
+    """`wait` times 0.5 to 1.5: waiters polling in step would leave the lock to whichever polls first
+    after a release, every time (the clock's nanoseconds: no `random` to import)."""
+    return wait * (0.5 + time.perf_counter_ns() % 1_000_003 / 1_000_003)
+
+
 def lock_dir(git: "Git") -> str:
     return os.path.join(git.common_dir, "lanes", "locks")
 
@@ -50,7 +56,7 @@ def flock(path: str, timeout: float, busy: str) -> Iterator[None]:
                     raise
                 if time.monotonic() >= deadline:
                     raise refused("batch_busy", busy) from None
-                time.sleep(POLL)
+                time.sleep(_jittered(POLL))
         yield
     finally:
         os.close(fd)

@@ -91,6 +91,11 @@ def test_the_scratch_pool_outlives_the_batch_and_keeps_what_setup_built(repo):
     assert len(in_scratch) == 1                      # set up once, when the worktree was created
     worktrees = git(repo, "worktree", "list", "--porcelain")
     assert str(scratch) in worktrees                 # a cache kept between batches
+    # moved (not made) for b: its index is a split index, one shared index beside it
+    assert git(scratch, "rev-parse", "--shared-index-path").strip()
+    admin = git(scratch, "rev-parse", "--absolute-git-dir").strip()
+    assert len([n for n in os.listdir(admin) if n.startswith("sharedindex.")]) == 1
+    assert git(scratch, "status", "--porcelain") == ""
 
 
 def test_a_failing_setup_in_the_scratch_parks_the_child(repo):

@@ -361,9 +361,10 @@ class WorkingTrees(Indexes):
     def checkout_detached(self, worktree: str, commit: str, *, split_index: bool = False) -> None:
         """Move a detached worktree to `commit` (a two-tree checkout: only changed files). With
         `split_index` (a worktree of ours alone), the index is written as a small split index over a
-        shared one: a move of a few files in a large tree no longer rewrites every entry."""
-        self._run(*(["-c", "core.splitIndex=true"] if split_index else []), "checkout", "-q", "-f", "--detach", commit,
-                  cwd=worktree)
+        shared one: a move of a few files in a large tree no longer rewrites every entry (a shared
+        index it replaces goes at once: nobody else reads that worktree's index)."""
+        split = ["-c", "core.splitIndex=true", "-c", "splitIndex.sharedIndexExpire=now"] if split_index else []
+        self._run(*split, "checkout", "-q", "-f", "--detach", commit, cwd=worktree)
 
     def clean(self, worktree: str, keep: Sequence[str] = ()) -> None:
         """Remove every untracked and ignored file except those matching `keep`."""

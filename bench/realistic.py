@@ -20,7 +20,8 @@ import json
 import sys
 import textwrap
 
-from .common import (Result, Task, World, critical_path, initiative_files, make_repo, run_batch, spread, write)
+from .common import (BenchError, Result, Task, World, critical_path, initiative_files, make_repo, run_batch, spread,
+                     write)
 
 BASE = {
     ".gitignore": "__pycache__/\n.pytest_cache/\n",
@@ -248,6 +249,10 @@ def _test_file(files: dict[str, str]) -> str:
 
 
 def measure(world: World, runs: int, quick: bool) -> list[Result]:
+    import importlib.util
+
+    if importlib.util.find_spec("pytest") is None:    # its checks run `python -m pytest` with this interpreter
+        raise BenchError(f"realistic_batch needs pytest beside {sys.executable} (pip install '.[test]')")
     scale = 0.2 if quick else 1.0
     names = ["stats", "report"] if quick else list(WORK)   # quick: one chain of two
     tasks = _tasks(names)

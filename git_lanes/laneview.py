@@ -15,10 +15,10 @@ hash was validated when it was authorized and only needs parsing. A document tha
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import LanesError
+from .gitio import is_oid
 from .intentdoc import DEFAULT_TIMEOUT_S, intent_doc_hash, load_toml
 from .store import CorruptRecord
 from .store.layout import shard
@@ -26,7 +26,6 @@ from .store.layout import shard
 if TYPE_CHECKING:
     from .session import Session
 
-OID = re.compile(r"^[0-9a-f]{40}(?:[0-9a-f]{24})?$")
 _LISTS = ("revisions/", "interventions/", "archived_lanes/")
 
 
@@ -47,7 +46,7 @@ def _get(doc: Any, key: str, kind: type | tuple[type, ...], where: str, *, optio
 
 def _oid(doc: Any, key: str, where: str) -> str:
     value = _get(doc, key, str, where)
-    if not OID.match(value):
+    if not is_oid(value):
         raise _Bad(f"{where}.{key}: not an object id")
     return value
 

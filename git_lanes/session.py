@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Callable
 from .clock import now
 from .errors import ExitCode, LanesError, usage
 from .gitio import (BATCH_BRANCH_PREFIX, LANE_BRANCH_PREFIX, BatchBranch, Git, LaneBranch, Worktree, WorktreeList,
-                    branch_ref)
+                    branch_ref, is_oid)
 from .ids import check_id
 from .store import BatchStore, EvidenceNotes, LaneStore
 
@@ -87,7 +87,7 @@ class Session:
                 if len(_PLANS) >= 64:
                     _PLANS.clear()
                 _PLANS[(slug, tree)] = plan
-        if len(commit) == 40 and not commit.strip("0123456789abcdef"):   # an object id, not a ref
+        if is_oid(commit):   # an object id, not a ref
             if len(_PLAN_OF_COMMIT) >= 1024:
                 _PLAN_OF_COMMIT.clear()
             _PLAN_OF_COMMIT[(slug, commit)] = plan

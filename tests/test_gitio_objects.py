@@ -89,3 +89,45 @@ def test_lean_commands_never_import_dulwich(repo):
             "print('dulwich' in ' '.join(sys.modules))")
     out = subprocess.run([os.sys.executable, "-c", code, str(repo)], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_loose_object_is_read_from_its_file_and_a_broken_one_is_not_trusted(repo):
+    from git_lanes.gitio import is_oid
+    from git_lanes.gitio.readers import read_loose
+
+    g = Git(repo)
+    objects = os.path.join(g.common_dir, "objects")
+    blob = git(repo, "hash-object", "-w", "--stdin", input="loose\n").strip()
+    assert read_loose(objects, blob) == ("blob", b"loose\n")
+    assert g.odb.reader.read(blob) == ("blob", b"loose\n")
+    path = os.path.join(objects, blob[:2], blob[2:])
+    os.chmod(path, 0o644)
+    with open(path, "wb") as fh:
+        fh.write(b"not zlib")
+    assert read_loose(objects, blob) is None              # torn or tampered: never taken as the object
+    # names that are not object ids never become paths, even of files that are there
+    for name in ("../HEAD" + "0" * 33, blob.upper(), blob[:39], ""):
+        assert not is_oid(name)
+        assert read_loose(objects, name) is None
+        assert not g.odb.reader.has(name)
+
+
+def test_temporary_names_step_over_what_a_killed_process_of_the_same_pid_left(tmp_path):
+    import threading
+
+    from git_lanes.gitio import tempnames
+
+    fd, path = tempnames.new_file(str(tmp_path / "fresh"), "tmp_obj_")   # a missing folder is made
+    os.close(fd)
+    assert os.path.dirname(path) == str(tmp_path / "fresh")
+    upcoming = next(tempnames._SERIAL) + 1
+    left = tmp_path / f"tmp_obj_{os.getpid()}_{threading.get_ident()}_{upcoming}"
+    left.write_bytes(b"left by a killed writer")
+    fd, path = tempnames.new_file(str(tmp_path), "tmp_obj_")           # its name comes up next
+    os.close(fd)
+    assert path == str(left)[:-len(str(upcoming))] + str(upcoming + 1)
+    assert left.read_bytes() == b"left by a killed writer"
+    with tempnames.new_dir(str(tmp_path), "git-lanes-index.") as folder:
+        os.makedirs(os.path.join(folder, "sub"))
+        open(os.path.join(folder, "index"), "w").close()
+    assert not os.path.exists(folder)

@@ -95,3 +95,23 @@ def test_a_completion_request_is_never_taken_for_a_lane_command(lane):
                           env=env_with_bin(_GIT_LANES_COMPLETE="bash_complete", COMP_WORDS="git-lanes ta",
                                            COMP_CWORD="1"), timeout=60)
     assert proc.returncode == 0 and "task" in proc.stdout and "mind the tabs" not in proc.stdout
+
+
+def test_render_drops_escape_sequences_off_a_terminal_only(monkeypatch):
+    """What `click.echo` did for both paths: a goal or a check's text with colour codes reaches a
+    pipe plain, a terminal as written."""
+    import io
+
+    from git_lanes.cli import render
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    pipe, tty = io.StringIO(), Terminal()
+    monkeypatch.setattr(sys, "stdout", pipe)
+    render.say("\x1b[31mred\x1b[0m goal")
+    monkeypatch.setattr(sys, "stdout", tty)
+    render.say("\x1b[31mred\x1b[0m goal")
+    assert pipe.getvalue() == "red goal\n"
+    assert tty.getvalue() == "\x1b[31mred\x1b[0m goal\n"

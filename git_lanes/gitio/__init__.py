@@ -11,7 +11,7 @@ No module outside this package imports dulwich or runs `git`.
 """
 
 from .git import Git
-from .process import FALLBACK_IDENT, MIN_GIT, SAFE_CONFIG, ZERO_OID, GitError, init_repository, local_env_vars
+from .process import FALLBACK_IDENT, MIN_GIT, SAFE_CONFIG, ZERO_OID, GitError, init_repository, is_oid, local_env_vars
 from .objects import CommitInfo, MissingObject, TreeEntry, quote_path, trailers
 from .refs import (BATCH_BRANCH_PREFIX, BATCH_RECORD_PREFIX, EVIDENCE_REF, LANE_BRANCH_PREFIX, LANE_RECORD_PREFIX,
                    STATE_PREFIX, BatchBranch, LaneBranch, RefRaceError, batch_record_ref, branch_ref,
@@ -19,7 +19,8 @@ from .refs import (BATCH_BRANCH_PREFIX, BATCH_RECORD_PREFIX, EVIDENCE_REF, LANE_
 from .worktrees import StatusEntry, Worktree, WorktreeList
 
 __all__ = [
-    "FALLBACK_IDENT", "MIN_GIT", "SAFE_CONFIG", "ZERO_OID", "Git", "GitError", "init_repository", "local_env_vars",
+    "FALLBACK_IDENT", "MIN_GIT", "SAFE_CONFIG", "ZERO_OID", "Git", "GitError", "init_repository", "is_oid",
+    "local_env_vars",
     "CommitInfo", "MissingObject", "TreeEntry", "quote_path", "trailers",
     "BATCH_BRANCH_PREFIX", "BATCH_RECORD_PREFIX", "EVIDENCE_REF", "LANE_BRANCH_PREFIX", "LANE_RECORD_PREFIX",
     "STATE_PREFIX", "BatchBranch", "LaneBranch", "RefRaceError", "batch_record_ref", "branch_ref", "lane_record_ref",

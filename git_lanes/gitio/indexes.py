@@ -48,8 +48,11 @@ class Indexes:
         the worktree's own (`prepared_index`), for `install_index` once HEAD holds that tree."""
         index = self.index_path(worktree)
         extra = ["-c", f"core.excludesFile={excludes}"] if excludes else []
-        folder = os.path.dirname(index) if keep and os.path.isdir(os.path.dirname(index)) else None
-        if folder is None:
+        admin = os.path.dirname(index)
+        keep = keep and os.path.isdir(admin)   # built beside the index it may replace: a rename away
+        if keep:
+            folder = admin
+        else:
             import tempfile
 
             folder = tempfile.gettempdir()
@@ -60,7 +63,7 @@ class Indexes:
             env = {**self.git.env, "GIT_INDEX_FILE": temp_index}
             self._run(*extra, "add", "-A", cwd=worktree, env=env)
             tree = self._run("write-tree", cwd=worktree, env=env).stdout.decode().strip()
-            if keep and folder == os.path.dirname(index):
+            if keep:
                 self.drop_prepared(worktree)
                 os.replace(temp_index, self.prepared_index(worktree, tree))
             return tree

@@ -17,7 +17,7 @@ import zlib
 from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple
 
-from .process import GitError
+from .process import GitError, is_oid
 from .tempnames import new_file
 
 if TYPE_CHECKING:
@@ -41,10 +41,6 @@ def _keep(cache: dict, key, value):
         cache.clear()
     cache[key] = value
     return value
-
-
-def _is_oid(name: str) -> bool:
-    return len(name) in (40, 64) and not name.strip("0123456789abcdef")
 
 
 def _enc(path: str) -> bytes:
@@ -379,7 +375,7 @@ class ObjectDB:
         answer never changes: kept, and a first-parent history grown by one commit (a fast-forward)
         is extended without a process."""
         key = (tip, exclude, first_parent)
-        fixed = _is_oid(tip) and _is_oid(exclude)
+        fixed = is_oid(tip) and is_oid(exclude)
         if fixed and key in _HISTORIES:
             return list(_HISTORIES[key])
         found: list[str] | None = None

@@ -12,6 +12,11 @@ from typing import Callable, Iterable, Mapping, Sequence
 from ..errors import ExitCode, LanesError
 
 ZERO_OID = "0" * 40
+
+
+def is_oid(name: str) -> bool:
+    """Whether `name` is a full object id (SHA-1 or SHA-256, lower-case hex)."""
+    return len(name) in (40, 64) and not name.strip("0123456789abcdef")
 SAFE_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "commit.gpgSign=false")
 FALLBACK_IDENT = ("git-lanes", "git-lanes@localhost")
 MIN_GIT = (2, 38)

@@ -16,13 +16,15 @@ import subprocess
 import zlib
 from typing import TYPE_CHECKING
 
+from .process import is_oid
+
 if TYPE_CHECKING:
     from .git import Git
 
 
 def read_loose(objects_dir: str, oid: str) -> tuple[str, bytes] | None:
     """(kind, contents) of a loose object, None when it is not loose (or not whole)."""
-    if len(oid) not in (40, 64) or oid.strip("0123456789abcdef"):
+    if not is_oid(oid):
         return None
     try:
         with open(os.path.join(objects_dir, oid[:2], oid[2:]), "rb") as fh:
@@ -58,7 +60,7 @@ class DulwichReader:
         return obj.type_name.decode(), obj.as_raw_string()
 
     def has(self, oid: str) -> bool:
-        if len(oid) in (40, 64) and os.path.exists(os.path.join(self.objects_dir, oid[:2], oid[2:])):
+        if is_oid(oid) and os.path.exists(os.path.join(self.objects_dir, oid[:2], oid[2:])):
             return True
         try:
             return oid.encode() in self.store

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, ClassVar, Sequence
 
-from .process import ZERO_OID, GitError, LockWait, locked_path
+from .process import ZERO_OID, GitError, LockWait, is_oid, locked_path
 
 if TYPE_CHECKING:
     from .git import Git
@@ -151,7 +151,7 @@ class Refs:
                 ref = data[5:].decode("utf-8", "surrogateescape")
                 continue
             value = data.decode("ascii", "replace")
-            return value if len(value) in (40, 64) and not value.strip("0123456789abcdef") else None
+            return value if is_oid(value) else None
         return None
 
     def packed(self) -> dict[str, str]:

@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
 
 from .indexes import Indexes
-from .process import STALE_AFTER, GitError, LockWait, locked_path
+from .process import STALE_AFTER, GitError, LockWait, is_oid, locked_path
 
 if TYPE_CHECKING:
     from .git import Git
@@ -77,19 +77,28 @@ def _gitfile(worktree: str) -> bool:
 _LISTED: dict[str, tuple[tuple, WorktreeList]] = {}
 
 
-def _branches_moved(old: tuple, new: tuple) -> dict[str, str] | None:
+class _Seen(NamedTuple):
+    """What `git worktree list` reads of one worktree: its admin files, whether its folder is there,
+    and the commit its checked-out branch points at."""
+    admin: str                          # its admin folder (the common dir for the main worktree)
+    files: tuple[bytes | None, ...]     # HEAD, gitdir, locked, commondir (None: absent)
+    exists: bool | None
+    branch: str | None                  # the full ref HEAD names, None when detached
+    commit: str | None                  # where that branch points (None: nowhere)
+
+
+def _branches_moved(old: tuple[_Seen, ...], new: tuple[_Seen, ...]) -> dict[str, str] | None:
     """{branch ref: its new commit} when two fingerprints differ only in where branches checked out
     in worktrees point (to a commit both times); None when anything else changed."""
     if len(old) != len(new):
         return None
     moved: dict[str, str] = {}
     for a, b in zip(old, new):
-        if a[:-1] != b[:-1] or a[-1] is None or b[-1] is None:
-            if a != b:
-                return None
+        if a == b:
             continue
-        if a[-1] != b[-1]:
-            moved[b[-2]] = b[-1]
+        if a._replace(commit=None) != b._replace(commit=None) or a.commit is None or b.commit is None:
+            return None
+        moved[b.branch] = b.commit
     return moved or None
 
 
@@ -178,7 +187,7 @@ class WorkingTrees(Indexes):
         _LISTED[self.git.common_dir] = (seen, listed_now)
         return WorktreeList(found, listed_now._by_path)
 
-    def _fingerprint(self) -> tuple:
+    def _fingerprint(self) -> tuple[_Seen, ...]:
         """Everything `git worktree list` reads, read with no process, per worktree: its admin files
         (`HEAD`, `gitdir`, `locked`, `commondir`), the commit its branch points at, and whether its
         folder is still there. Two equal fingerprints mean the same list (a command lists worktrees
@@ -189,7 +198,7 @@ class WorkingTrees(Indexes):
             admins = [common] + [os.path.join(root, n) for n in sorted(os.listdir(root))]
         except OSError:
             admins = [common]
-        seen: list[tuple] = []
+        seen: list[_Seen] = []
         for admin in admins:
             files: list[bytes | None] = []
             for name in ("HEAD", "gitdir", "locked", "commondir"):
@@ -198,10 +207,10 @@ class WorkingTrees(Indexes):
                         files.append(fh.read())
                 except OSError:
                     files.append(None)
-            head = files[0]
+            head, gitdir = files[0], files[1]
             branch = head[5:].strip().decode("utf-8", "surrogateescape") if head and head.startswith(b"ref: ") else None
-            exists = os.path.exists(os.fsdecode(files[1].strip())) if files[1] is not None else None
-            seen.append((admin, *files, exists, branch, self.git.refs.resolve(branch) if branch else None))
+            exists = os.path.exists(os.fsdecode(gitdir.strip())) if gitdir is not None else None
+            seen.append(_Seen(admin, tuple(files), exists, branch, self.git.refs.resolve(branch) if branch else None))
         return tuple(seen)
 
     def _drop_dead_add(self, err: str) -> bool:
@@ -346,7 +355,7 @@ class WorkingTrees(Indexes):
             first = ""
         if first.startswith("ref: refs/") and first != "ref: refs/heads/.invalid":
             return first[5:]
-        if admin is not None and len(first) in (40, 64) and not first.strip("0123456789abcdef"):
+        if admin is not None and is_oid(first):
             return None
         wt = self.list().at(worktree)
         return wt.branch if wt is not None else None

@@ -147,9 +147,8 @@ class Driver(Provisioning):
                 self.progress.event(f"{task}: correction due ({c['correction_due']})")
             self.prev[task] = c
         for r in report.get("lane_refusals", []):
-            if r["task_id"] in quiet or (r["reason"] == "batch_lane_unknown_child" and r["task_id"] in self.spares):
-                continue   # a spare offered before its slot is free stays a spare: nothing to report
-            self.progress.event(f"{r['task_id']}: lane refused: {r['reason']}")
+            if r["task_id"] not in quiet:
+                self.progress.event(f"{r['task_id']}: lane refused: {r['reason']}")
         self.progress.draw()
 
     # -- the verifier ------------------------------------------------------------------------------------

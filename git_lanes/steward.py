@@ -14,7 +14,7 @@ from .model import ArchivedLane
 from .session import Session, lane_branch
 from .store import slug_lock
 from .tick import Outcome, Request, run_tick, status_report
-from .workspace import create_lane, remove_lane
+from .workspace import create_lane, drop_left_branch, remove_lane
 
 
 def _state_of(report: dict[str, Any], task_id: str) -> str:
@@ -93,13 +93,8 @@ def release_interrupted(s: Session, slug: str, task_id: str, keep_branch: bool) 
         child = tx.record.child(task_id) if tx.record else None
         lane = child.lane if child is not None else None
         if lane is None or lane.remote is not None or child.state not in ("integrated", "released") \
-                or s.worktrees(refresh=True).on(branch_ref(lane.branch)) is not None:
+                or not drop_left_branch(s, lane.branch, lane.lane_commit, keep=keep_branch):
             return None
-        tip = s.git.refs.resolve(branch_ref(lane.branch))
-        if tip is not None and tip != lane.lane_commit:
-            return None
-        if tip is not None and not keep_branch:
-            s.git.refs.delete(branch_ref(lane.branch), tip, "git-lanes: release lane")
         if child.state == "integrated":
             lifecycle.release(child)
         tx.write(f"released {task_id}")

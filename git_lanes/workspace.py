@@ -223,6 +223,26 @@ def remove_lane(s: "Session", path: str, branch: str, keep_branch: bool = False,
         remove_empty_parents(s, path)
 
 
+def drop_left_branch(s: "Session", branch: str, lane_commit: str | None, keep: bool = False) -> bool:
+    """The branch of a lane whose worktree is gone, as a release killed between the two removals left
+    it: deleted (unless `keep`) when it is still on its lane commit and checked out nowhere. True
+    when the lane's branch is gone now or kept on request; False when it moved on, is checked out or
+    moved meanwhile (someone's, not ours to drop)."""
+    ref = branch_ref(branch)
+    if s.worktrees(refresh=True).on(ref) is not None:
+        return False
+    tip = s.git.refs.resolve(ref)
+    if tip is None or keep and tip == lane_commit:
+        return True
+    if tip != lane_commit:
+        return False
+    try:
+        s.git.refs.delete(ref, tip, "git-lanes: release lane")
+    except RefRaceError:
+        return False
+    return True
+
+
 def remove_empty_parents(s: "Session", path: str) -> None:
     """Remove the now-empty folders between a removed lane and the lane root (the root too when it is
     git-lanes's own default folder); never anything outside the root."""

@@ -340,3 +340,28 @@ def test_budget_max_children(repo):
     code, report = tick(repo)
     assert report["batch_state"] == "budget_stopped"
     assert report["reason"] == "max_children budget exhausted (1)"
+
+
+def test_the_branch_a_killed_release_left_goes_only_while_it_is_the_lane_commit_and_checked_out_nowhere(repo):
+    """`drop_left_branch` (a release killed between the worktree's removal and the branch's): the tick's
+    step 4 and `release` both finish it, and neither drops a branch someone moved on or checked out."""
+    from git_lanes.session import Session
+    from git_lanes.workspace import drop_left_branch
+
+    lane_commit = git(repo, "rev-parse", "HEAD").strip()
+    s = Session(cwd=str(repo))
+    assert drop_left_branch(s, "imm-lane/demo/gone", lane_commit)                 # nothing left: done
+    git(repo, "branch", "imm-lane/demo/left")
+    assert drop_left_branch(s, "imm-lane/demo/left", lane_commit, keep=True)      # kept on request
+    assert git(repo, "branch", "--list", "imm-lane/demo/left").strip()
+    assert drop_left_branch(s, "imm-lane/demo/left", lane_commit)
+    assert not git(repo, "branch", "--list", "imm-lane/demo/left").strip()
+    git(repo, "branch", "imm-lane/demo/moved")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "someone's")
+    git(repo, "branch", "-f", "imm-lane/demo/moved", "HEAD")
+    assert not drop_left_branch(s, "imm-lane/demo/moved", lane_commit)
+    assert not drop_left_branch(s, "imm-lane/demo/moved", lane_commit, keep=True)
+    assert git(repo, "rev-parse", "imm-lane/demo/moved").strip() != lane_commit   # not ours: untouched
+    git(repo, "worktree", "add", "-q", str(repo.parent / "out"), "-b", "imm-lane/demo/out", lane_commit)
+    assert not drop_left_branch(s, "imm-lane/demo/out", lane_commit)              # checked out
+    assert git(repo, "branch", "--list", "imm-lane/demo/out").strip()

@@ -18,9 +18,10 @@ import os
 from .. import authority, lifecycle
 from ..decisions.lineage import LineageFacts, classify_lineage
 from ..errors import ExitCode, LanesError
-from ..gitio import RefRaceError, branch_ref, short_branch
+from ..gitio import RefRaceError, short_branch
 from ..model import AdoptedHead
 from . import engine
+from ..workspace import drop_left_branch
 from .land import mark_integrated
 from .request import Outcome
 from .state import TickState
@@ -222,21 +223,10 @@ def record_releases(t: TickState) -> bool:
     for c in t.record.children:
         if c.state == "integrated" and c.lane and not t.lanes.presence(c.lane).exists:
             if c.lane.remote is None:
-                _drop_left_branch(t, c.lane)
+                drop_left_branch(t.s, c.lane.branch, c.lane.lane_commit)
             lifecycle.release(c)
             t.events.append(f"released {c.task_id}")
     return True
-
-
-def _drop_left_branch(t: TickState, lane) -> None:
-    ref = branch_ref(lane.branch)
-    tip = t.git.refs.resolve(ref)
-    if tip is None or tip != lane.lane_commit or t.s.worktree_on(lane.branch) is not None:
-        return   # gone already, or moved on by someone (their commits are not ours to drop), or checked out
-    try:
-        t.git.refs.delete(ref, tip, "git-lanes: release lane")
-    except RefRaceError:
-        pass
 
 
 def lineage(t: TickState) -> bool:

@@ -196,6 +196,27 @@ def test_never_more_than_max_parallel_sessions_and_they_overlap(tmp_path, execut
     # spare lanes wait for a slot: offered early, they are neither refused nor reported as such
     assert "refused" not in proc.stdout + proc.stderr
     assert sum(1 for line in proc.stdout.splitlines() if ": lane /" in line) == 8
+    for task in tasks:   # each step once, though the verifier's reports reach the main thread late
+        assert sum(1 for line in proc.stdout.splitlines() if line.startswith(f"{task}: integrated ")) == 1
+        assert proc.stdout.splitlines().count(f"{task}: lane released") == 1
+
+
+def test_a_report_older_than_one_already_noted_prints_nothing_again():
+    from git_lanes.run.loop import Driver
+    from git_lanes.run.progress import Progress
+
+    lines: list[str] = []
+    d = Driver.__new__(Driver)   # only the reporting half: no session, no lanes
+    d.prev, d.track, d.report = {}, {}, {}
+    d.progress = Progress(lines.append, tty=False, quiet_stdout=False)
+    d.progress.rows = lambda: []
+
+    def report(state):
+        return {"batch_state": "running", "children": [{"task_id": "t1", "state": state, "commit": "c" * 40}]}
+
+    for state in ("lane_committed", "integrated", "released", "integrated", "lane_committed", "released"):
+        d.note(report(state))
+    assert lines == ["t1: integrated " + "c" * 12, "t1: lane released"]
 
 
 def test_executor_that_only_edits_files_gets_done_run_for_it(tmp_path, executor):

@@ -36,6 +36,10 @@ STALLS = 3             # rounds in a row with nothing running and nothing starta
 TERMINAL = ("completed", "failed", "budget_stopped", "superseded")
 
 
+# states a child never leaves: a report that shows it back before them is older than one already noted
+_RANK = {"integrated": 1, "released": 2}
+
+
 @dataclass
 class Landed:
     """What the verifier posts: the report after a candidate landed or parked, or why it stopped."""
@@ -130,6 +134,8 @@ class Driver(Provisioning):
             task = c["task_id"]
             before = self.prev.get(task, {})
             state = c["state"]
+            if _RANK.get(state, 0) < _RANK.get(before.get("state"), 0):
+                continue   # a report taken before one already noted (the verifier's, read by the main thread late)
             if state != before.get("state") and before:
                 if state in ("integrated", "released") and before.get("state") not in ("integrated", "released"):
                     self.track_of(task).finished = time.monotonic()

@@ -13,8 +13,7 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
-from typing import IO, Mapping, Sequence
+from typing import IO, Mapping, NamedTuple, Sequence
 
 TAIL_BYTES = 4096
 MISSING_EXIT_CODE = 127
@@ -22,9 +21,9 @@ _POLL = 0.02    # seconds between looks at the leader while reading
 _DRAIN = 0.5    # seconds to read what is left after the group is killed
 
 
-@dataclass(frozen=True)
-class Finished:
-    """How a command ended: its exit code, or the signal that ended it."""
+class Finished(NamedTuple):
+    """How a command ended: its exit code, or the signal that ended it. (A NamedTuple, not a dataclass:
+    `checks`, which every `done` imports, would pull in `dataclasses` and `inspect` through it.)"""
     exit_code: int | None
     signal: str | None
     timed_out: bool

@@ -72,8 +72,12 @@ class DulwichReader:
 
 
 class CatFileReader:
+    """Loose objects from their files too: a lane command mostly reads records written loose a moment
+    ago, and then starts no `cat-file` at all."""
+
     def __init__(self, git: "Git") -> None:
         self.git = git
+        self.objects_dir = os.path.join(git.common_dir, "objects")
         self.proc: subprocess.Popen | None = None
 
     def _start(self) -> subprocess.Popen:
@@ -86,6 +90,9 @@ class CatFileReader:
     def read(self, oid: str) -> tuple[str, bytes] | None:
         if not oid or oid.strip("0123456789abcdef"):
             return None
+        found = read_loose(self.objects_dir, oid)
+        if found is not None:
+            return found
         proc = self._start()
         proc.stdin.write(oid.encode() + b"\n")
         proc.stdin.flush()

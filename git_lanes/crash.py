@@ -6,7 +6,7 @@ Points (each right after a change to Git state, before the next one):
   workspace.py    lane-branch-created, worktree-added, worktree-removed, branch-deleted
   laneside.py     attempt-recorded
   tick/           lane-commit-recorded, lane-branch-moved, candidate-recorded, candidate-verified,
-                  fast-forwarded, evidence-recorded, tracker-closed
+                  fast-forward-marked, fast-forwarded, evidence-recorded, tracker-closed
   leaks.py        leak-backed-up, leak-restored
   resume.py       resume-recorded, retire-recorded
   run/sessions.py session-done

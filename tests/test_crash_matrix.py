@@ -343,6 +343,7 @@ NAMED = [
     ("tick", "lane-branch-moved"),          # the lane branch is on its lane commit, the lane's index not refreshed
     ("tick", "candidate-recorded"),         # `candidate` is in the record, not verified yet (SPEC §8.6)
     ("tick", "candidate-verified"),         # the rerun passed, not fast-forwarded yet
+    ("tick", "fast-forward-marked"),        # the fast-forward's mark is written, the merge not run yet
     ("tick", "evidence-recorded"),          # the integration and its evidence note are written
     ("release", "worktree-removed"),        # the worktree is gone, the branch and the record not yet
     ("release", "branch-deleted"),          # the branch is gone, the record does not say released yet

@@ -194,12 +194,13 @@ def test_a_verifier_killed_mid_rerun_leaves_a_candidate_the_next_tick_lands(repo
     assert len(git(repo, "rev-list", "main..imm/demo").split()) == 1
 
 
-def verified_candidate(repo) -> dict:
-    """One task delivered, its candidate verified, the tick killed before the fast-forward."""
+def verified_candidate(repo, point: str = "candidate-verified") -> dict:
+    """One task delivered, its candidate verified, the tick killed before the fast-forward (at
+    `fast-forward-marked`: right before the merge, which a test then plays up to where it died)."""
     write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": check_file("src/a/x")}])
     assert lanes(repo, "start", "demo", "--yes")[0] == 0
     finish(provision(repo, "a"), {"src/a/x": "a"})
-    env = dict(os.environ, GIT_LANES_CRASH_AT="candidate-verified")
+    env = dict(os.environ, GIT_LANES_CRASH_AT=point)
     assert subprocess.run(["git", "lanes", "tick"], cwd=repo, env=env, capture_output=True).returncode != 0
     cand = lanes_json(repo, "status")[1]["candidate"]
     return cand
@@ -208,7 +209,7 @@ def verified_candidate(repo) -> dict:
 def test_a_fast_forward_killed_after_the_index_write_is_finished_by_the_next_tick(repo):
     """`merge --ff-only` writes the coordinator's index, then moves the branch: a kill between the
     two leaves the verified candidate staged on the old head (found by the kill soak)."""
-    cand = verified_candidate(repo)
+    cand = verified_candidate(repo, "fast-forward-marked")
     git(repo, "read-tree", "-m", "-u", cand["head"], cand["commit"])   # what the merge did before it died
     assert git(repo, "status", "--porcelain").startswith("A  src/a/x")
     code, report = lanes_json(repo, "tick")
@@ -222,7 +223,7 @@ def test_a_fast_forward_killed_while_writing_files_is_put_back_and_redone(repo):
     """Killed while it wrote the files (the index untouched), the merge leaves some of the candidate's
     files in the coordinator, one perhaps torn (empty): no lane's version, so the leak rule would
     refuse for ever. They are copied aside, put back, and the next fast-forward writes them whole."""
-    cand = verified_candidate(repo)
+    cand = verified_candidate(repo, "fast-forward-marked")
     (repo / "src" / "a").mkdir(parents=True, exist_ok=True)
     (repo / "src" / "a" / "x").write_text("")   # torn: created, not yet written
     code, out, err = lanes(repo, "tick")
@@ -232,3 +233,15 @@ def test_a_fast_forward_killed_while_writing_files_is_put_back_and_redone(repo):
     assert git(repo, "status", "--porcelain") == ""
     report = lanes_json(repo, "status")[1]
     assert child(report, "a")["state"] == "integrated" and report["batch_state"] == "completed"
+    assert not (repo / ".git" / "lanes" / "locks" / "demo.ff").exists()
+
+
+def test_the_coordinator_is_scanned_for_a_half_done_fast_forward_only_after_a_kill_inside_one(repo):
+    """Without the mark a killed merge leaves, a candidate staged in the coordinator by hand is the
+    user's: no hold moves the branch for it (and none pays a `git status` to look)."""
+    cand = verified_candidate(repo)
+    assert not (repo / ".git" / "lanes" / "locks" / "demo.ff").exists()
+    git(repo, "read-tree", "-m", "-u", cand["head"], cand["commit"])
+    code, _, err = lanes(repo, "tick")
+    assert "interrupted fast-forward" not in err, err
+    assert git(repo, "rev-parse", "imm/demo").strip() == cand["head"]

@@ -124,6 +124,14 @@ def verify_lock_path(git: "Git", slug: str) -> str:
     return os.path.join(lock_dir(git), f"{slug}.verify")
 
 
+def fast_forward_mark(git: "Git", slug: str) -> str:
+    """`<slug>.ff`: written before the coordinator's `merge --ff-only` and removed once the merge
+    exited, both under the slug's lock. A later holder that finds it knows a process died inside the
+    merge; without it, no hold scans the coordinator for a half-done fast-forward."""
+    check_id(slug, "slug")
+    return os.path.join(lock_dir(git), f"{slug}.ff")
+
+
 @contextmanager
 def lane_lock(git: "Git", slug: str, task: str, timeout: float | None = None,
               warn: Callable[[str], None] | None = None) -> Iterator[None]:

@@ -114,12 +114,19 @@ def rerun_items(intents: list[tuple[str, "Intent"]]) -> list[tuple[str, str, str
     return [(task, a.id, a.check, float(a.timeout_s)) for task, intent in intents for a in intent.acceptance]
 
 
-def fast_forward(git: "Git", coordinator: str, branch: str, head: str, candidate: str) -> None:
-    """`merge --ff-only` in the coordinator, only from the head we checked (Git's own CAS)."""
+def fast_forward(git: "Git", coordinator: str, branch: str, head: str, candidate: str, mark: str) -> None:
+    """`merge --ff-only` in the coordinator, only from the head we checked (Git's own CAS). The file
+    `mark` (`store.fast_forward_mark`) exists exactly while the merge runs: a kill inside it leaves
+    the file for the next hold's repair (`repair.ensure_branch`)."""
     current = git.rev_parse("HEAD", cwd=coordinator)
     if current != head:
         raise Park(f"batch_head_lineage_broken: the batch head moved from {head} to {current} during integration")
+    os.makedirs(os.path.dirname(mark), exist_ok=True)
+    with open(mark, "w") as fh:
+        fh.write(candidate + "\n")
+    crash_point("fast-forward-marked")
     git.work.fast_forward(coordinator, candidate)
+    os.unlink(mark)   # kept when the merge failed: it may have written the index before it did
     if git.refs.resolve(branch_ref(branch)) != candidate:
         raise Park(f"batch_head_lineage_broken: the fast-forward to {candidate} did not land")
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from .. import scratch
 from . import engine
 from ..crash import crash_point
+from ..store import fast_forward_mark
 from .land import Pending, build, mark_integrated
 from .state import TickState
 
@@ -57,7 +58,8 @@ def land(t: TickState) -> bool:
             _rebuild(t, child, pending)
     else:
         try:
-            engine.fast_forward(t.git, rec.coordinator, rec.branch, t.head, cand.commit)
+            engine.fast_forward(t.git, rec.coordinator, rec.branch, t.head, cand.commit,
+                                fast_forward_mark(t.git, t.slug))
         except engine.Park as park:
             t.park(child, park.reason)
         else:

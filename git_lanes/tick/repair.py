@@ -20,6 +20,7 @@ from ..decisions.lineage import LineageFacts, classify_lineage
 from ..errors import ExitCode, LanesError
 from ..gitio import RefRaceError, short_branch
 from ..model import AdoptedHead
+from ..store import fast_forward_mark
 from . import engine
 from ..workspace import drop_left_branch
 from .land import mark_integrated
@@ -111,14 +112,20 @@ def _finish_fast_forward(t: TickState) -> None:
     branch leaves the verified candidate's tree staged on the old head; move the branch as the
     merge would have (compare-and-swap), so the adoption of step 3 records it. Killed while it
     wrote the files, it leaves some of them (perhaps torn) on an untouched index: put back."""
+    mark = fast_forward_mark(t.git, t.slug)
+    if not os.path.exists(mark):
+        return   # no merge was killed: the coordinator is not scanned for one
     cand = t.record.candidate
     if cand is None or t.head != cand.head or not t.git.odb.has(cand.commit):
+        _drop(mark)   # the candidate landed, or went: nothing half-done of it is left to finish
         return
     entries = t.coordinator_status()
     if not entries:
+        _drop(mark)
         return
     if all(e.xy in ("??", " M", " D") for e in entries):   # the index untouched
-        _undo_torn_checkout(t, cand, entries)
+        if _undo_torn_checkout(t, cand, entries):
+            _drop(mark)
         return
     if not t.git.work.index_matches(t.record.coordinator, cand.commit):
         return
@@ -127,13 +134,21 @@ def _finish_fast_forward(t: TickState) -> None:
                                                                      f"{cand.commit[:12]}")
     except RefRaceError:
         return
+    _drop(mark)
     t.head = cand.commit
     t.forget_coordinator_status()
     t.s.worktrees(refresh=True)
     t.s.warn(f"an interrupted fast-forward of {t.record.branch} to {cand.commit[:12]} was finished")
 
 
-def _undo_torn_checkout(t: TickState, cand, entries) -> None:
+def _drop(mark: str) -> None:
+    try:
+        os.unlink(mark)
+    except FileNotFoundError:
+        pass
+
+
+def _undo_torn_checkout(t: TickState, cand, entries) -> bool:
     """Unstaged changes in the coordinator, every one at a path the recorded candidate changes (its
     checkout was killed half-way, a file perhaps torn): copied under `lanes/restores/<batch_id>/`,
     then put back to HEAD. The candidate holds the whole files; the next fast-forward writes them."""
@@ -142,7 +157,7 @@ def _undo_torn_checkout(t: TickState, cand, entries) -> None:
     rec = t.record
     changed = set(t.git.odb.diff_paths(cand.head, cand.commit))
     if any(e.path not in changed for e in entries):
-        return
+        return False
     backup = os.path.join(t.git.common_dir, "lanes", "restores", rec.batch_id,
                           "torn-" + "".join(ch for ch in t.s.clock() if ch.isalnum()))
     for e in entries:
@@ -157,6 +172,7 @@ def _undo_torn_checkout(t: TickState, cand, entries) -> None:
     t.forget_coordinator_status()
     t.s.warn(f"a fast-forward to {cand.commit[:12]} was interrupted while it wrote files; "
              f"{len(entries)} path(s) put back to {rec.branch} (copies in {backup})")
+    return True
 
 
 def _stop(t: TickState, state: str, reason: str, event: str) -> None:

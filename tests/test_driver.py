@@ -2,7 +2,7 @@
 
 The executor is a small Python script written into the test's temporary directory; what it does
 is steered by environment variables, which the driver passes through to every session:
-EXEC_SLEEP (seconds), EXEC_TRACE (a file outside the repository: `start/end <task> <time>` lines),
+EXEC_SLEEP (seconds; EXEC_SLEEP_<task> for one task), EXEC_TRACE (a file outside the repository: `start/end <task> <time>` lines),
 EXEC_PROMPTS (a folder: each session's GIT_LANES_PROMPT), EXEC_GIVE_UP (a task that gives up),
 EXEC_FAIL_FIRST (a task whose first delivery is wrong), EXEC_NOTHING (a task it never touches).
 """
@@ -48,7 +48,7 @@ if prompts:
     n = len(list(folder.glob(task + "-*.txt"))) + 1
     (folder / f"{task}-{n}.txt").write_text(prompt)
 print(f"executor for {task}", flush=True)
-time.sleep(float(os.environ.get("EXEC_SLEEP", "0.1")))
+time.sleep(float(os.environ.get("EXEC_SLEEP_" + task, os.environ.get("EXEC_SLEEP", "0.1"))))
 if os.environ.get("EXEC_NOTHING") == task:
     trace("end")
     sys.exit(3)
@@ -348,3 +348,27 @@ def test_prompt_has_goal_scope_checks_failure_then_unread_texts():
     assert "--- correction" in prompt
     assert "[A1] check-1 --all (exit code 1)" in failure_text(_failed(1, "it broke"))
     assert "The last attempt failed" not in build_prompt({**info, "unread": []}, [])
+
+
+def test_run_waits_out_its_own_verifier_held_up_by_a_git_lock_a_kill_left(tmp_path, executor):
+    """A kill inside the coordinator's fast-forward leaves a young `HEAD.lock`: the next landing waits
+    for it under the batch lock, up to a minute (SPEC §15), longer than lanes.lockTimeout. The main
+    thread's tick waits that out too instead of stopping the run with `batch_busy` (the kill soak)."""
+    root = make_repo(tmp_path / "repo", ["w1", "w2"])
+    git(root, "config", "lanes.lockTimeout", "1")
+    assert subprocess.run([sys.executable, "-m", "git_lanes", "start", "drv", "--max-parallel", "2", "--yes"],
+                          cwd=root, capture_output=True).returncode == 0
+    lock = root / ".git" / "HEAD.lock"
+    lock.write_text("")
+    proc = subprocess.Popen(run_cmd("drv", executor, "--max-parallel", "2"), cwd=root, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "EXEC_SLEEP_w1": "0", "EXEC_SLEEP_w2": "1.5"})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None and not status(root, "drv").get("candidate"):
+        time.sleep(0.1)
+    time.sleep(5)   # w1's landing waits on the lock; w2's tick then waits on the landing past lockTimeout
+    lock.unlink()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out + err
+    assert "batch_busy" not in out + err
+    assert sorted(batch_tasks(root, "drv")) == ["w1", "w2"]

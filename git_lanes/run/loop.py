@@ -101,7 +101,15 @@ class Driver(Provisioning):
             offered = dict([(t, p) for t, p in self.spares.lanes.items() if t not in named][:room])
             request.offers = list(request.offers) + list(offered.items())
             self.spares.refresh(self.report, named)
-        outcome, pending = tick(self.cs, self.slug, request)
+        while True:
+            try:
+                outcome, pending = tick(self.cs, self.slug, request)
+                break
+            except LanesError as exc:
+                # our own verifier holds the lock: a landing may wait up to a minute for a Git lock file a
+                # kill left (SPEC §15), longer than lanes.lockTimeout; wait for it as long as it works
+                if exc.code != "batch_busy" or not self.verifying or self.interrupted.is_set():
+                    raise
         while pending is not None and self.verify_inline:
             outcome, pending = verify(self.cs, self.slug, request, pending)
         if pending is not None:
@@ -186,7 +194,11 @@ class Driver(Provisioning):
         if event.error is not None:
             if self.interrupted.is_set():
                 return self.report
-            raise Stop(event.error.message)
+            if event.error.code != "batch_busy":
+                raise Stop(event.error.message)
+            # the main thread held the lock that long (waiting out a Git lock file a kill left): the
+            # candidate stays recorded and the next tick verifies it again
+            return self.tick(Request(actor="run", only=set()), spares=True)
         # landing admits no lane: the refusals its report carries are those of the tick that recorded
         # the candidate, reported then
         self.note(event.report, {r["task_id"] for r in event.report.get("lane_refusals", [])})

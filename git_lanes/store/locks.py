@@ -126,8 +126,8 @@ def verify_lock_path(git: "Git", slug: str) -> str:
 
 def fast_forward_mark(git: "Git", slug: str) -> str:
     """`<slug>.ff`: written before the coordinator's `merge --ff-only` and removed once the merge
-    exited, both under the slug's lock. A later holder that finds it knows a process died inside the
-    merge; without it, no hold scans the coordinator for a half-done fast-forward."""
+    succeeded, both under the slug's lock. A later holder that finds it knows a merge died or failed
+    (perhaps after its index write); without it, no hold scans the coordinator for a half-done one."""
     check_id(slug, "slug")
     return os.path.join(lock_dir(git), f"{slug}.ff")
 

@@ -116,8 +116,9 @@ def rerun_items(intents: list[tuple[str, "Intent"]]) -> list[tuple[str, str, str
 
 def fast_forward(git: "Git", coordinator: str, branch: str, head: str, candidate: str, mark: str) -> None:
     """`merge --ff-only` in the coordinator, only from the head we checked (Git's own CAS). The file
-    `mark` (`store.fast_forward_mark`) exists exactly while the merge runs: a kill inside it leaves
-    the file for the next hold's repair (`repair.ensure_branch`)."""
+    `mark` (`store.fast_forward_mark`) exists from just before the merge until it succeeded: a kill
+    inside it (or a merge that failed) leaves the file for the next hold's repair
+    (`repair.ensure_branch`)."""
     current = git.rev_parse("HEAD", cwd=coordinator)
     if current != head:
         raise Park(f"batch_head_lineage_broken: the batch head moved from {head} to {current} during integration")

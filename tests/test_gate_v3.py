@@ -236,12 +236,24 @@ def test_a_fast_forward_killed_while_writing_files_is_put_back_and_redone(repo):
     assert not (repo / ".git" / "lanes" / "locks" / "demo.ff").exists()
 
 
-def test_the_coordinator_is_scanned_for_a_half_done_fast_forward_only_after_a_kill_inside_one(repo):
+def test_only_a_merge_that_died_is_finished_not_what_the_user_staged(repo):
     """Without the mark a killed merge leaves, a candidate staged in the coordinator by hand is the
-    user's: no hold moves the branch for it (and none pays a `git status` to look)."""
+    user's: no hold moves the branch for it."""
     cand = verified_candidate(repo)
     assert not (repo / ".git" / "lanes" / "locks" / "demo.ff").exists()
     git(repo, "read-tree", "-m", "-u", cand["head"], cand["commit"])
     code, _, err = lanes(repo, "tick")
     assert "interrupted fast-forward" not in err, err
+    assert git(repo, "rev-parse", "imm/demo").strip() == cand["head"]
+
+
+def test_a_users_own_file_where_the_candidate_writes_one_is_not_taken_for_a_torn_checkout(repo):
+    """No merge died (no mark): a file the user made in the coordinator at a path the recorded candidate
+    adds stays as it is; it is not copied aside and removed as what a killed merge left."""
+    cand = verified_candidate(repo)
+    (repo / "src" / "a").mkdir(parents=True, exist_ok=True)
+    (repo / "src" / "a" / "x").write_text("mine")
+    code, out, err = lanes(repo, "tick")
+    assert "interrupted while it wrote files" not in err, err
+    assert (repo / "src" / "a" / "x").read_text() == "mine"
     assert git(repo, "rev-parse", "imm/demo").strip() == cand["head"]

@@ -309,6 +309,14 @@ def delivery(path: Path | str) -> tuple[str, str] | None:
     return tree, status
 
 
+def lane_change(repo: Path, lane: dict[str, Any]) -> str | None:
+    """The lane commit's change on its lane base (its tree also holds the base, which in a run
+    depends on when the lane was made)."""
+    if not lane.get("lane_commit"):
+        return None
+    return git(repo, "diff-tree", "-r", lane["base_head"], lane["lane_commit"])
+
+
 def outcome(repo: Path, slug: str = SLUG) -> dict[str, Any]:
     """What a crash must not change, with timestamps and random ids masked: the batch branch (by
     subjects, tasks and trees), the record's states and counters, every lane's work."""
@@ -322,7 +330,8 @@ def outcome(repo: Path, slug: str = SLUG) -> dict[str, Any]:
             "corrections": c.get("corrections", 0), "correction_due": c.get("correction_due"),
             "tracker_closed": c.get("tracker_closed"),
             "lane": None if not lane else {"branch": lane["branch"],
-                                           "lane_commit_tree": tree_of(repo, lane.get("lane_commit"))},
+                                           "lane_commit_tree": tree_of(repo, lane.get("lane_commit")),
+                                           "lane_change": lane_change(repo, lane)},
         })
     lanes = {}
     for c in rec["children"]:
@@ -349,9 +358,11 @@ def outcome(repo: Path, slug: str = SLUG) -> dict[str, Any]:
 
 def order_free(o: dict[str, Any]) -> dict[str, Any]:
     """An outcome without the order of integration (for runs, where the executors' timing decides
-    which of two disjoint tasks lands first): subjects and tasks as a set, each task's change kept."""
+    which of two disjoint tasks lands first, and so the head a later lane starts from): subjects and
+    tasks as a set, each task's change kept (on the batch branch and in its lane commit)."""
     return {**o, "branch": sorted((subject, task) for subject, task, _ in o["branch"]),
-            "children": [{**c, "commit_tree": None} for c in o["children"]]}
+            "children": [{**c, "commit_tree": None,
+                          "lane": c["lane"] and {**c["lane"], "lane_commit_tree": None}} for c in o["children"]]}
 
 
 def evidence_tasks(repo: Path, rec: dict[str, Any]) -> list[str]:

@@ -2,8 +2,8 @@
 
 The executor is a small Python script written into the test's temporary directory; what it does
 is steered by environment variables, which the driver passes through to every session:
-EXEC_SLEEP (seconds; EXEC_SLEEP_<task> for one task), EXEC_TRACE (a file outside the repository: `start/end <task> <time>` lines),
-EXEC_PROMPTS (a folder: each session's GIT_LANES_PROMPT), EXEC_GIVE_UP (a task that gives up),
+EXEC_SLEEP (seconds; EXEC_SLEEP_<task> for one task), EXEC_TRACE (a file outside the repository:
+`start/end <task> <time>` lines), EXEC_PROMPTS (a folder: each session's GIT_LANES_PROMPT), EXEC_GIVE_UP (a task that gives up),
 EXEC_FAIL_FIRST (a task whose first delivery is wrong), EXEC_NOTHING (a task it never touches).
 """
 
@@ -202,6 +202,8 @@ def test_never_more_than_max_parallel_sessions_and_they_overlap(tmp_path, execut
 
 
 def test_a_report_older_than_one_already_noted_prints_nothing_again():
+    """The verifier's report can reach the main thread after a tick's later one: a child never goes
+    back from integrated or released, so each step is printed once."""
     from git_lanes.run.loop import Driver
     from git_lanes.run.progress import Progress
 

@@ -242,9 +242,10 @@ def test_only_a_merge_that_died_is_finished_not_what_the_user_staged(repo):
     cand = verified_candidate(repo)
     assert not (repo / ".git" / "lanes" / "locks" / "demo.ff").exists()
     git(repo, "read-tree", "-m", "-u", cand["head"], cand["commit"])
-    code, _, err = lanes(repo, "tick")
+    _, _, err = lanes(repo, "tick")
     assert "interrupted fast-forward" not in err, err
     assert git(repo, "rev-parse", "imm/demo").strip() == cand["head"]
+    assert git(repo, "status", "--porcelain").startswith("A  src/a/x")   # the user's staging kept
 
 
 def test_a_users_own_file_where_the_candidate_writes_one_is_not_taken_for_a_torn_checkout(repo):
@@ -253,7 +254,8 @@ def test_a_users_own_file_where_the_candidate_writes_one_is_not_taken_for_a_torn
     cand = verified_candidate(repo)
     (repo / "src" / "a").mkdir(parents=True, exist_ok=True)
     (repo / "src" / "a" / "x").write_text("mine")
-    code, out, err = lanes(repo, "tick")
+    _, _, err = lanes(repo, "tick")
     assert "interrupted while it wrote files" not in err, err
     assert (repo / "src" / "a" / "x").read_text() == "mine"
+    assert not (repo / ".git" / "lanes" / "restores").exists()   # not even copied aside
     assert git(repo, "rev-parse", "imm/demo").strip() == cand["head"]

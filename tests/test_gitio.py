@@ -212,3 +212,28 @@ def test_the_worktree_list_is_reused_only_while_nothing_it_reads_changed(repo, t
     assert g.work.list().at(str(wt)).prunable and len(calls) == 3
     g.work.list()
     assert len(calls) == 3
+
+
+def test_a_long_wait_for_a_young_git_lock_is_said_once(repo, monkeypatch):
+    """A young lock is waited for, up to a minute (SPEC §15): past a moment, the wait is announced,
+    once, naming the file; a merge held up by it then goes through once it is gone."""
+    import threading
+
+    import git_lanes.gitio.process as process
+
+    monkeypatch.setattr(process, "WAIT_NOTICE", 0.3)
+    git(repo, "commit", "-q", "--allow-empty", "-m", "second")
+    git(repo, "switch", "-q", "-c", "behind", "HEAD~1")
+    lock = repo / ".git" / "HEAD.lock"
+    lock.write_text("")
+    said: list[str] = []
+    g = Git(repo)
+    g.warn = said.append
+    timer = threading.Timer(1.0, lambda: lock.unlink())
+    timer.start()
+    try:
+        g.work.fast_forward(str(repo), git(repo, "rev-parse", "main").strip())
+    finally:
+        timer.cancel()
+    assert git(repo, "rev-parse", "behind") == git(repo, "rev-parse", "main")
+    assert len(said) == 1 and said[0].startswith(f"waiting for {lock}, a Git lock file "), said

@@ -100,6 +100,7 @@ def init_repository(path: str, branch: str = "main") -> None:
 
 STALE_AFTER = 60.0     # seconds: a live Git command holds a lock far less
 LOCK_POLL = 0.2
+WAIT_NOTICE = 2.0      # seconds of waiting for a young lock before saying so (once)
 _LOCKED = re.compile(r"Unable to create '([^']+\.lock)': File exists")
 
 
@@ -117,6 +118,7 @@ class LockWait:
     def __init__(self, warn: Callable[[str], None]) -> None:
         self.warn = warn
         self.since: float | None = None
+        self.told = False
 
     def __call__(self, path: str, ours: bool = False) -> None:
         self.since = self.since or time.monotonic()
@@ -125,8 +127,13 @@ class LockWait:
         except FileNotFoundError:
             return   # its holder finished meanwhile
         if not ours and age < STALE_AFTER:
-            if time.monotonic() - self.since > STALE_AFTER + 5:   # it keeps being renewed: someone works
+            waited = time.monotonic() - self.since
+            if waited > STALE_AFTER + 5:   # it keeps being renewed: someone works
                 raise GitError(["git"], 128, f"'{path}' is held by a running Git command")
+            if waited >= WAIT_NOTICE and not self.told:   # a wait of up to a minute is not left silent
+                self.told = True
+                self.warn(f"waiting for {path}, a Git lock file {int(age)} s old: a running Git command "
+                          f"holds it, or a killed one left it (then it is removed once {int(STALE_AFTER)} s old)")
             time.sleep(LOCK_POLL)
             return
         try:

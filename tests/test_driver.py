@@ -3,8 +3,9 @@
 The executor is a small Python script written into the test's temporary directory; what it does
 is steered by environment variables, which the driver passes through to every session:
 EXEC_SLEEP (seconds; EXEC_SLEEP_<task> for one task), EXEC_TRACE (a file outside the repository:
-`start/end <task> <time>` lines), EXEC_PROMPTS (a folder: each session's GIT_LANES_PROMPT), EXEC_GIVE_UP (a task that gives up),
-EXEC_FAIL_FIRST (a task whose first delivery is wrong), EXEC_NOTHING (a task it never touches).
+`start/end <task> <time>` lines), EXEC_PROMPTS (a folder: each session's GIT_LANES_PROMPT),
+EXEC_GIVE_UP (a task that gives up), EXEC_FAIL_FIRST (a task whose first delivery is wrong),
+EXEC_NOTHING (a task it never touches).
 """
 
 from __future__ import annotations

@@ -35,16 +35,19 @@ def fast(args: list[str], environ) -> int | None:
         return render.failure(e, "--json" in args)
 
 
-def _session():
+def session(**kw):
+    """The repository as a command sees it (imported on first use: TAB stays light); its warnings are
+    `warning:` lines on stderr. Every command's, here so that the click-free path has it too."""
     from ..session import Session
 
-    return Session(lane_side=True, warn=lambda text: render.err("warning", text))
+    kw.setdefault("warn", lambda text: render.err("warning", text))
+    return Session(**kw)
 
 
 def task(as_json: bool = False) -> None:
     from ..laneside import task_info
 
-    info = task_info(_session())
+    info = task_info(session(lane_side=True))
     if as_json:
         render.emit_json(info)
         return
@@ -60,7 +63,7 @@ def done(give_up: bool = False, message: str | None = None, as_json: bool = Fals
     from ..errors import usage
     from ..laneside import done as done_fn, give_up as give_up_fn
 
-    s = _session()
+    s = session(lane_side=True)
     if give_up:
         if message is None:
             raise usage("--give-up needs -m TEXT")
@@ -85,7 +88,7 @@ def done(give_up: bool = False, message: str | None = None, as_json: bool = Fals
 def inbox(ack: bool = False, as_json: bool = False) -> None:
     from ..laneside import inbox as inbox_fn
 
-    items = inbox_fn(_session(), ack=ack)
+    items = inbox_fn(session(lane_side=True), ack=ack)
     if as_json:
         render.emit_json(items)
         return

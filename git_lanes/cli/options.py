@@ -6,15 +6,7 @@ import sys
 
 import click
 
-
-def session(**kw):
-    """The repository as this command sees it (imported on first use: TAB stays light); its
-    warnings are `warning:` lines on stderr."""
-    from ..session import Session
-    from .render import err
-
-    kw.setdefault("warn", lambda text: err("warning", text))
-    return Session(**kw)
+from .lanecmds import session  # noqa: F401  (click-free: the lane side's fast path opens sessions too)
 
 
 def complete_slugs(ctx, param, incomplete):

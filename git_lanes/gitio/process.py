@@ -12,11 +12,6 @@ from typing import Callable, Iterable, Mapping, Sequence
 from ..errors import ExitCode, LanesError
 
 ZERO_OID = "0" * 40
-
-
-def is_oid(name: str) -> bool:
-    """Whether `name` is a full object id (SHA-1 or SHA-256, lower-case hex)."""
-    return len(name) in (40, 64) and not name.strip("0123456789abcdef")
 SAFE_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "commit.gpgSign=false")
 FALLBACK_IDENT = ("git-lanes", "git-lanes@localhost")
 MIN_GIT = (2, 38)
@@ -25,6 +20,11 @@ MIN_GIT = (2, 38)
 _CONFIG_ENV_PREFIXES = ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
 # Scope matching is exact and case-sensitive whatever the caller's environment (SPEC §8 v3).
 PATHSPEC_VARS = ("GIT_ICASE_PATHSPECS", "GIT_LITERAL_PATHSPECS", "GIT_GLOB_PATHSPECS", "GIT_NOGLOB_PATHSPECS")
+
+
+def is_oid(name: str) -> bool:
+    """Whether `name` is a full object id (SHA-1 or SHA-256, lower-case hex)."""
+    return len(name) in (40, 64) and not name.strip("0123456789abcdef")
 
 
 class GitError(LanesError):

@@ -259,3 +259,63 @@ def test_a_users_own_file_where_the_candidate_writes_one_is_not_taken_for_a_torn
     assert (repo / "src" / "a" / "x").read_text() == "mine"
     assert not (repo / ".git" / "lanes" / "restores").exists()   # not even copied aside
     assert git(repo, "rev-parse", "imm/demo").strip() == cand["head"]
+
+
+def leaking_check(repo: Path, writes: dict[str, str]) -> str:
+    """A check that passes and, run in a scratch worktree (the rerun), writes `writes` into the
+    coordinator: a lane write that leaks while the candidate is verified."""
+    script = repo.parent / "leak.py"
+    script.write_text("import os, pathlib\n"
+                      "if os.sep + os.path.join('lanes', 'scratch') in os.getcwd():\n"
+                      f"    for rel, text in {writes!r}.items():\n"
+                      f"        p = pathlib.Path({str(repo)!r}, rel)\n"
+                      "        p.parent.mkdir(parents=True, exist_ok=True)\n"
+                      "        p.write_text(text)\n")
+    return f"{PY} {script}"
+
+
+def test_a_lane_write_leaked_where_the_fast_forward_goes_is_restored_before_it(repo):
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": leaking_check(repo, {"src/a/x": "a"})}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    finish(provision(repo, "a"), {"src/a/x": "a"})
+    code, report = lanes_json(repo, "tick")
+    assert code == 0 and child(report, "a")["state"] == "integrated", report
+    [restore] = report["restores"]
+    assert restore["paths"] == [{"path": "src/a/x", "kind": "untracked", "lane_task_id": "a"}]
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_lane_write_leaked_elsewhere_does_not_hold_up_the_landing(repo):
+    """Only the candidate's paths are looked at before the fast-forward (a full `git status` is a scan
+    of every file of the coordinator); the next tick's step 2 restores what leaked elsewhere."""
+    check = leaking_check(repo, {"src/b/y": "b"})
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": check},
+                                    {"id": "b", "scope": ["src/b"]}])
+    assert lanes(repo, "start", "demo", "--yes", "--max-parallel", "2")[0] == 0
+    la, lb = provision(repo, "a"), provision(repo, "b")
+    deliver(lb, {"src/b/y": "b"})   # b's work in progress: what leaks is provably b's
+    finish(la, {"src/a/x": "a"})
+    code, report = lanes_json(repo, "tick")
+    assert code == 0 and child(report, "a")["state"] == "integrated", report
+    assert (repo / "src" / "b" / "y").read_text() == "b" and not report.get("restores")
+    code, report = lanes_json(repo, "tick")
+    assert code == 0, report
+    [restore] = report["restores"]
+    assert restore["paths"] == [{"path": "src/b/y", "kind": "untracked", "lane_task_id": "b"}]
+    assert not (repo / "src" / "b" / "y").exists()
+
+
+def test_a_file_where_the_candidate_needs_a_folder_refuses_the_landing_not_a_git_error(repo):
+    """`merge --ff-only` would fail on it (an untracked file in the way); it is found before the merge
+    and, no lane's, refused as step 2 refuses: nothing moves, the candidate stays recorded."""
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": leaking_check(repo, {"src/a": "mine"})}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    head = git(repo, "rev-parse", "imm/demo").strip()
+    finish(provision(repo, "a"), {"src/a/x": "a"})
+    code, out, err = lanes(repo, "tick")
+    assert code == 1 and err.startswith("error: working_tree_unstaged: src/a"), err
+    assert "Traceback" not in err and "merge" not in err
+    assert git(repo, "rev-parse", "imm/demo").strip() == head
+    assert (repo / "src" / "a").read_text() == "mine"
+    assert lanes_json(repo, "status")[1]["candidate"]["task_id"] == "a"
+    assert not (repo / ".git" / "lanes" / "locks" / "demo.ff").exists()

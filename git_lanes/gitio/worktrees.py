@@ -296,11 +296,15 @@ class WorkingTrees(Indexes):
 
     # -- reading a worktree --------------------------------------------------------------------
 
-    def status(self, cwd: str | None = None, *, untracked: str = "all", excludes: str | None = None) -> list[StatusEntry]:
-        """`git status --porcelain=v1 -z --no-renames`, parsed (never takes the index lock)."""
+    def status(self, cwd: str | None = None, *, untracked: str = "all", excludes: str | None = None,
+               paths: Sequence[str] | None = None) -> list[StatusEntry]:
+        """`git status --porcelain=v1 -z --no-renames`, parsed (never takes the index lock); with
+        `paths`, only those (literal pathspecs: a directory stands for what is under it)."""
         extra = ["-c", f"core.excludesFile={excludes}"] if excludes else []
-        proc = self._run("--no-optional-locks", *extra, "status", "--porcelain=v1", "-z", "--no-renames",
-                            f"--untracked-files={untracked}", cwd=cwd)
+        limit = ["--", *paths] if paths is not None else []
+        proc = self._run("--no-optional-locks", *(["--literal-pathspecs"] if paths is not None else []), *extra,
+                         "status", "--porcelain=v1", "-z", "--no-renames", f"--untracked-files={untracked}", *limit,
+                         cwd=cwd)
         return [StatusEntry(xy=item[:2], path=item[3:])
                 for item in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if item]
 

@@ -30,8 +30,8 @@ FULL: tuple[Step, ...] = (
     finish.admit, finish.complete, finish.stop,                                                     # 11, 12, 14
 )
 INTEGRATE: tuple[Step, ...] = tuple(step for step in FULL if step is not finish.admit)
-LAND: tuple[Step, ...] = (
-    repair.authorize, repair.restore_leaks, repair.adopt, repair.record_releases, repair.lineage,
+LAND: tuple[Step, ...] = (   # its leak check looks only where the fast-forward goes (`gate.land`)
+    repair.authorize, repair.adopt, repair.record_releases, repair.lineage,
     gate.land, land.integrate, finish.complete, finish.stop,
 )
 

@@ -6,6 +6,7 @@ passed. A head that moved (a user fast-forward) rebuilds the candidate once and 
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from .. import scratch
@@ -58,6 +59,7 @@ def land(t: TickState) -> bool:
             _rebuild(t, child, pending)
     else:
         try:
+            _clear_the_way(t, cand.commit)
             engine.fast_forward(t.git, rec.coordinator, rec.branch, t.head, cand.commit,
                                 fast_forward_mark(t.git, t.slug))
         except engine.Park as park:
@@ -72,6 +74,27 @@ def land(t: TickState) -> bool:
     if child.state == "integrated":
         crash_point("evidence-recorded")
     return True
+
+
+PATHSPEC_MAX = 2000   # more changed paths than this: the whole coordinator is looked at
+
+
+def _clear_the_way(t: TickState, candidate: str) -> None:
+    """Lane writes in the coordinator's way of the fast-forward are restored first (§9): those at a
+    path the candidate changes, or a file where it needs a folder. Only those paths are looked at
+    (a `git status` of the whole coordinator is a scan of every file, which the tick's step 2 made
+    already); lane writes elsewhere do not stop a fast-forward and the next tick's step 2 restores
+    them. What cannot be proved a lane's refuses the landing (`working_tree_unstaged`), as step 2 does."""
+    from .repair import restore_leaks
+
+    changed = list(t.git.odb.change_identity(t.head, candidate))
+    coordinator = t.record.coordinator
+    in_the_way = len(changed) > PATHSPEC_MAX or any(
+        os.path.lexists(folder) and (os.path.islink(folder) or not os.path.isdir(folder))
+        for folder in {os.path.join(coordinator, *path.split("/")[:i])
+                       for path in changed for i in range(1, path.count("/") + 1)})
+    if in_the_way or (changed and t.git.work.status(coordinator, paths=changed)):
+        restore_leaks(t)
 
 
 def _rebuild(t: TickState, child, pending: Pending) -> None:

@@ -128,7 +128,7 @@ class Scratch:
                 os.unlink(self._kept_file)
             work.prune()
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            work.add(self.path, commit, detach=True)
+            work.add(self.path, commit, detach=True, split_index=True)
             self.s.worktrees(refresh=True)
             self._setup(slug, batch_id)
             return self.path

@@ -59,6 +59,7 @@ class WorktreeList(list):
 
 LIST_TRIES = 14   # about a second of 10..140 ms waits
 _TRANSIENT = "failed to read "   # another worktree's metadata, half written by a concurrent `worktree add`
+_SPLIT = ("-c", "core.splitIndex=true", "-c", "splitIndex.sharedIndexExpire=now")   # a worktree of ours alone
 _UNREADABLE = re.compile(r"failed to read (\S+/worktrees/[^/\s]+/(?:commondir|gitdir|HEAD))")
 
 
@@ -247,13 +248,16 @@ class WorkingTrees(Indexes):
             shutil.rmtree(folder, ignore_errors=True)
         return True
 
-    def add(self, path: str, target: str, *, detach: bool = False) -> None:
-        """`git worktree add` at `path` of a branch (short name) or, detached, a commit.
+    def add(self, path: str, target: str, *, detach: bool = False, split_index: bool = False) -> None:
+        """`git worktree add` at `path` of a branch (short name) or, detached, a commit; with
+        `split_index`, its index is split from the start (`checkout_detached` says why), so its first
+        move does not rewrite every entry to split it.
 
         Git reads every other worktree's metadata first and fails (`failed to read
         .../commondir`) when another process is adding one at that moment; it has created nothing
         then, so that failure is retried like the list's."""
-        args = ("worktree", "add", "-q", *(["--detach"] if detach else []), "--end-of-options", path, target)
+        args = (*(_SPLIT if split_index else ()), "worktree", "add", "-q", *(["--detach"] if detach else []),
+                "--end-of-options", path, target)
         attempt = 0
         while True:
             proc = self._run(*args, check=False)
@@ -376,8 +380,7 @@ class WorkingTrees(Indexes):
         `split_index` (a worktree of ours alone), the index is written as a small split index over a
         shared one: a move of a few files in a large tree no longer rewrites every entry (a shared
         index it replaces goes at once: nobody else reads that worktree's index)."""
-        split = ["-c", "core.splitIndex=true", "-c", "splitIndex.sharedIndexExpire=now"] if split_index else []
-        self._run(*split, "checkout", "-q", "-f", "--detach", commit, cwd=worktree)
+        self._run(*(_SPLIT if split_index else ()), "checkout", "-q", "-f", "--detach", commit, cwd=worktree)
 
     def clean(self, worktree: str, keep: Sequence[str] = ()) -> None:
         """Remove every untracked and ignored file except those matching `keep`."""

@@ -86,7 +86,14 @@ def move_lane_branch(s: "Session", child: "Child") -> None:
     # move and the refresh must not leave the lane dirty for ever (a lane of another clone refreshes on
     # its pull, §14). The index observation prepared for the settled tree saves a scan of the lane.
     if lane.path and os.path.isdir(lane.path):
-        if s.git.work.refresh_index(lane.path, s.git.odb.tree_of(lane.lane_commit)):
+        if s.git.work.install_index(lane.path, s.git.odb.tree_of(lane.lane_commit)):
+            # the snapshot that settled the child made that index of every file: the lane is clean
+            # (a stale answer is harmless, LocalLanes.clean says why), its release need not scan it
+            from ..lanehost import seen_clean
+
+            seen_clean(lane.path, lane.lane_commit)
+            _REFRESHED.add((lane.path, lane.lane_commit))
+        elif s.git.work.refresh_index(lane.path):
             _REFRESHED.add((lane.path, lane.lane_commit))
 
 

@@ -61,6 +61,21 @@ def take(s: "Session") -> Iterator["Scratch"]:
         held.release()
 
 
+def prepare(s: "Session", commit: str, *, slug: str, batch_id: str) -> None:
+    """Move a free worktree of the pool to `commit` before any candidate needs it (`run`, while its
+    first lanes work): a new worktree's full checkout and `lanes.setupCommand` then leave the first
+    landing's path, and the first candidate's move touches only its own files. A setup that fails
+    here takes the worktree with it: the verification that needs one makes it again, runs setup
+    again and parks the child with what setup said (SPEC §8.3)."""
+    with take(s) as sc:
+        try:
+            sc.move_to(commit, slug=slug, batch_id=batch_id)
+        except SetupFailed:
+            sc.discard()
+            s.git.work.prune()
+            s.worktrees(refresh=True)
+
+
 def remove_pool(s: "Session") -> list[str]:
     """Remove every scratch worktree no one holds (`release --stale`; `run` with lanes.keepScratch
     false); the paths removed."""
@@ -75,9 +90,7 @@ def remove_pool(s: "Session") -> list[str]:
             continue   # in use right now
         try:
             path = os.path.join(root, name)
-            shutil.rmtree(path, ignore_errors=True)
-            if os.path.exists(path + ".keep"):
-                os.unlink(path + ".keep")
+            Scratch(s, path).discard()
             removed.append(path)
         finally:
             held.release()
@@ -93,6 +106,12 @@ class Scratch:
         self.git = s.git
         self.path = path
         self._kept_file = path + ".keep"
+
+    def discard(self) -> None:
+        """Its files and what setup left beside them (the caller prunes Git's registration)."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        if os.path.exists(self._kept_file):
+            os.unlink(self._kept_file)
 
     def _setup_kept(self) -> list[str]:
         try:

@@ -375,3 +375,41 @@ def test_run_waits_out_its_own_verifier_held_up_by_a_git_lock_a_kill_left(tmp_pa
     assert proc.returncode == 0, out + err
     assert "batch_busy" not in out + err
     assert sorted(batch_tasks(root, "drv")) == ["w1", "w2"]
+
+
+def test_run_makes_the_scratch_worktree_ready_while_the_first_lanes_work(tmp_path, executor):
+    """The scratch worktree's checkout and `lanes.setupCommand` (a large repository: seconds; a real
+    setup: minutes) happen while the first session works, not when its candidate waits to be verified."""
+    root = make_repo(tmp_path / "repo", ["w1"])
+    setup_log = tmp_path / "setup.log"
+    setup = tmp_path / "setup.py"
+    setup.write_text(f"import os, time\nopen({str(setup_log)!r}, 'a').write(f'{{os.getcwd()}} {{time.time()}}\\n')\n")
+    git(root, "config", "lanes.setupCommand", f"{shlex.quote(sys.executable)} {shlex.quote(str(setup))}")
+    trace = tmp_path / "trace.txt"
+    proc = run(root, "drv", executor, env={"EXEC_SLEEP": "4", "EXEC_TRACE": str(trace)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    scratch = os.path.realpath(root / ".git" / "lanes" / "scratch" / "0")
+    in_scratch = [float(line.rsplit(" ", 1)[1]) for line in setup_log.read_text().splitlines()
+                  if os.path.realpath(line.rsplit(" ", 1)[0]) == scratch]
+    ended = next(float(line.split()[2]) for line in trace.read_text().splitlines() if line.startswith("end w1"))
+    assert len(in_scratch) == 1 and in_scratch[0] < ended   # set up once, before the session ended
+    assert batch_tasks(root, "drv") == ["w1"]
+
+
+def test_a_setup_failing_while_the_scratch_is_made_ready_parks_the_child_when_it_is_verified(tmp_path, executor):
+    """A failed setup takes the worktree made ready with it: the verification makes it again, runs setup
+    again and parks the child with what setup said (never checks run without their setup)."""
+    root = make_repo(tmp_path / "repo", ["w1"])
+    setup_log = tmp_path / "setup.log"
+    setup = tmp_path / "setup.py"
+    setup.write_text("import os, sys\n"
+                     "if os.sep + os.path.join('lanes', 'scratch') in os.getcwd():\n"
+                     f"    open({str(setup_log)!r}, 'a').write('scratch\\n')\n"
+                     "    print('pip: no matching distribution')\n"
+                     "    sys.exit(4)\n")
+    git(root, "config", "lanes.setupCommand", f"{shlex.quote(sys.executable)} {shlex.quote(str(setup))}")
+    proc = run(root, "drv", executor, env={"EXEC_SLEEP": "2"})
+    assert proc.returncode == 1
+    [child] = status(root, "drv")["children"]
+    assert child["reason"] == "batch_integration_setup_failed: exit 4: pip: no matching distribution"
+    assert setup_log.read_text().splitlines() == ["scratch", "scratch"]   # made ready, then verified

@@ -235,6 +235,7 @@ def _drive(driver: Driver) -> None:
         raise
     finally:
         try:
+            driver.finish_preparing()
             driver.spares.drop_all()   # never admitted, they hold nothing; a new run makes new ones
         finally:
             if in_main:

@@ -75,6 +75,8 @@ class Driver(Provisioning):
         self.tasks = [c.task_id for c in record.children]
         self.verifier: threading.Thread | None = None
         self.verifier_session: Session | None = None   # one verifier at a time: they share it in turn
+        self.preparer: threading.Thread | None = None  # the scratch worktree made ready meanwhile
+        self.branch = record.branch
         self.verify_inline = verify_inline   # a loop that does not wait on sessions verifies in its ticks
         self.coordinator = record.coordinator
 
@@ -175,6 +177,8 @@ class Driver(Provisioning):
         """Verify (and land) the candidate in a thread with a session of its own."""
         def work(pending: Pending | None) -> None:
             try:
+                if self.preparer is not None:
+                    self.preparer.join()   # the worktree it makes ready is the one this verification takes
                 vs = self.verifier_session = self.verifier_session or Session(cwd=self.coordinator)
                 while pending is not None:
                     if self.interrupted.is_set():   # Ctrl-C: no new verification; the candidate stays recorded
@@ -215,6 +219,8 @@ class Driver(Provisioning):
             report = self.act(report)
             if report["batch_state"] != "running" or self.interrupted.is_set():
                 continue
+            if self.sessions.active:
+                self.prepare_scratch()
             if not self.sessions.active and not self.verifying:
                 stalls += 1   # nothing runs: tick a few times (someone may work a lane), then stop
                 if stalls >= STALLS:

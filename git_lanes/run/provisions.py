@@ -1,17 +1,19 @@
 """Provisioning for `git lanes run` (SPEC §6, §13 v3): lanes made for the provision handoffs and offered in
 one tick; the old lane of a restarted child released first (its work kept), a never-admitted lane left by an
 interrupted run replaced by a fresh one (so `lanes.copy` and `lanes.setupCommand` always run); a setup that
-fails three times in a row for one child stops the run with its text.
+fails three times in a row for one child stops the run with its text. And the scratch worktree made ready
+while the first lanes work (SPEC §8.3 v3).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from ..decisions.admission import MAX_OFFERS
 from ..errors import LanesError
-from ..gitio import BatchBranch, LaneBranch
+from ..gitio import BatchBranch, LaneBranch, branch_ref
 from ..session import Session
 from ..tick import Request
 from ..workspace import create_lane
@@ -32,10 +34,43 @@ class Provisioning:
 
     slug: str
     batch_id: str
+    branch: str
+    coordinator: str
     cs: Session
     report: dict[str, Any]
     spares: "Spares"
     progress: "Progress"
+    interrupted: threading.Event
+    verifier: threading.Thread | None
+    verifier_session: Session | None
+    preparer: threading.Thread | None
+    verify_inline: bool
+
+    def prepare_scratch(self) -> None:
+        """Once, when the first sessions run and nothing is verified yet: a scratch worktree made ready
+        at the batch head in a thread (`scratch.prepare`), so the first candidate does not wait for a
+        new worktree's checkout and setup. The verifier waits for it; a failure is only a cache miss."""
+        if self.preparer is not None or self.verifier is not None or self.verify_inline:
+            return
+
+        def work() -> None:
+            from .. import scratch
+
+            try:
+                vs = self.verifier_session = Session(cwd=self.coordinator)
+                head = vs.git.refs.resolve(branch_ref(self.branch))
+                if head is not None and not self.interrupted.is_set():
+                    scratch.prepare(vs, head, slug=self.slug, batch_id=self.batch_id)
+            except Exception:   # noqa: BLE001 - the verification makes the worktree it needs
+                pass
+        self.preparer = threading.Thread(target=work, name="scratch", daemon=True)
+        self.preparer.start()
+
+    def finish_preparing(self) -> None:
+        """Wait for the scratch worktree being made ready (its setup was killed on Ctrl-C): nothing this
+        run started outlives it."""
+        if self.preparer is not None:
+            self.preparer.join()
 
     def provision(self, handoffs: list[dict[str, Any]]) -> dict[str, Any]:
         """Create every lane the handoffs name, then offer them all in one tick."""

@@ -10,8 +10,9 @@ same questions and never branches on where a lane lives:
                          lane's heartbeat stopped (SPEC §14)
     clean(lane, head)    may it be released: a clean worktree here; for a remote lane, its
                          branch is the lane commit (the executor's clone checks its worktree)
-    delivery_tree(lane)  what it delivers now: the worktree's snapshot here; for a remote lane,
-                         its last attempt (the lane record is all the coordinator sees)
+    delivers(lane, tree) whether it still delivers `tree`: the worktree here (asked of the index
+                         its `done` left, else snapshotted); for a remote lane, its last attempt
+                         (the lane record is all the coordinator sees)
     offers(...)          the `--offer`s a command carries, plus the claims pulled lane records make
     facts(offer, ...)    §6.1's admission facts, from the worktree or from refs
     lane(offer, ...)     the `lane` an admitted offer is recorded with
@@ -145,10 +146,14 @@ class LocalLanes:
 
         return bool(path) and half_removed(self.git, path)
 
-    def delivery_tree(self, path: str) -> str:
-        from .snapshot import snapshot_tree
+    def delivers(self, path: str, tree: str) -> bool:
+        """Whether the worktree still delivers `tree`: asked of the index its `done` left for that tree
+        (one `git add -A --dry-run`), else snapshotted again; either way the index of `tree` stays
+        beside the lane's own, to become its index with the lane commit (`install_index`)."""
+        from .snapshot import snapshot_tree, still_delivers
 
-        return snapshot_tree(self.git, path, keep=True)   # a settled lane's index after its lane commit
+        quick = still_delivers(self.git, path, tree, fallback=False)
+        return quick if quick is not None else snapshot_tree(self.git, path, keep=True) == tree
 
     def facts(self, path: str, *, coordinator: str, expected_branch: str, base_ok: Callable[[str], bool],
               occupied: Callable[[str], str | None]) -> LaneFacts:
@@ -206,9 +211,9 @@ class RemoteLanes:
         """Releasable from here: the lane branch is the lane commit (the lane's clone checks the rest)."""
         return lane.lane_commit is not None and self.git.refs.resolve(branch_ref(lane.branch)) == lane.lane_commit
 
-    def delivery_tree(self, lane: Lane) -> str | None:
+    def delivers(self, lane: Lane, tree: str) -> bool:
         lrec = self._record(lane)
-        return lrec.qa_attempts[-1].tree if lrec is not None and lrec.qa_attempts else None
+        return lrec is not None and bool(lrec.qa_attempts) and lrec.qa_attempts[-1].tree == tree
 
     def claims(self, slug: str, record: "BatchRecord", skip: set[str]) -> list[Offer]:
         """A claim in the lane record of each pending child (this batch, a run not ended)."""
@@ -259,8 +264,8 @@ class Lanes:
         """A removal of this lane killed half-way (a lane of another clone is removed there)."""
         return not lane.remote and self.local.half_removed(lane.path or "")
 
-    def delivery_tree(self, lane: Lane) -> str | None:
-        return self.remote.delivery_tree(lane) if lane.remote else self.local.delivery_tree(lane.path or "")
+    def delivers(self, lane: Lane, tree: str) -> bool:
+        return self.remote.delivers(lane, tree) if lane.remote else self.local.delivers(lane.path or "", tree)
 
     def offers(self, requested: list[tuple[str, str]], slug: str, record: "BatchRecord") -> list[Offer]:
         """The command's `--offer`s, then the claims of pending children that no `--offer` names."""

@@ -251,9 +251,12 @@ def done(session: Session) -> dict[str, Any]:
     tree = snapshot_tree(git, ctx.worktree, keep=True)   # its index answers "did the checks change it?"
     try:
         note, results = _check(ctx, intent, tree)
-    finally:
+    except BaseException:
         git.work.drop_prepared(ctx.worktree)
+        raise
     passed = note is None and all(r.passed for r in results)
+    if not passed:   # a passed one's stays: the tick that settles it asks it (`LocalLanes.delivers`)
+        git.work.drop_prepared(ctx.worktree)
     attempt = {"at": session.clock(), "tree": tree, "passed": passed, "results": [r.to_json() for r in results],
                "author_ident": _author_ident(session), "note": note}
     ctx.update(lambda rec: {**rec, "qa_attempts": [*rec["qa_attempts"], attempt]},

@@ -87,7 +87,7 @@ def recover(s: Session, rec: BatchRecord, child: Child) -> Recovery:
         return Recovery(task, "enrolled", "its last attempt failed")
     if obligation_after_pass(s, rec, task, last) != "settled":
         return Recovery(task, "enrolled", "its passed attempt waits for a review or a new attempt")
-    if LocalLanes(s).delivery_tree(lane.path) != last.tree:
+    if not LocalLanes(s).delivers(lane.path, last.tree):
         return Recovery(task, "enrolled", "the lane changed since its passed attempt")
     return Recovery(task, "settled", "a passed attempt", attempt=len(lrec.qa_attempts) - 1, settled_at=last.at)
 

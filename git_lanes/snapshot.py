@@ -58,11 +58,13 @@ def snapshot_tree(git: Git, worktree: str, *, keep: bool = False) -> str:
     return git.work.snapshot(worktree, exclude_file(git), keep=keep)
 
 
-def still_delivers(git: Git, worktree: str, tree: str) -> bool:
+def still_delivers(git: Git, worktree: str, tree: str, *, fallback: bool = True) -> bool | None:
     """Whether the worktree's delivery is still `tree`: cheaply, through the index a
-    `snapshot_tree(keep=True)` of it left, else by snapshotting again."""
+    `snapshot_tree(keep=True)` of it left, else by snapshotting again (without `fallback`: None)."""
     quick = git.work.still_delivers(worktree, tree, exclude_file(git))
-    return quick if quick is not None else snapshot_tree(git, worktree) == tree
+    if quick is not None or not fallback:
+        return quick
+    return snapshot_tree(git, worktree) == tree
 
 
 def worktree_clean(git: Git, worktree: str) -> bool:

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import git
 from helpers import check_file, deliver, lane_path, lanes, lanes_json, write_initiative
 
@@ -319,3 +321,43 @@ def test_a_file_where_the_candidate_needs_a_folder_refuses_the_landing_not_a_git
     assert (repo / "src" / "a").read_text() == "mine"
     assert lanes_json(repo, "status")[1]["candidate"]["task_id"] == "a"
     assert not (repo / ".git" / "lanes" / "locks" / "demo.ff").exists()
+
+
+@pytest.mark.parametrize("change, settles", [
+    ("edit", False), ("new file", False), ("delete", False), ("touch", True), ("none", True)])
+@pytest.mark.parametrize("prepared", [True, False])
+def test_a_lane_settles_only_while_it_still_delivers_its_passed_attempt(repo, change, settles, prepared):
+    """Asked of the index `done` left (one `git add -A --dry-run`), else of a new snapshot: a lane
+    changed after its passed `done` is not settled; a file only touched changes nothing."""
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"]}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    lane = provision(repo, "a")
+    finish(lane, {"src/a/x": "a", "src/a/y": "y"})
+    admin = Path(git(lane, "rev-parse", "--absolute-git-dir").strip())
+    left = [p for p in admin.iterdir() if p.name.startswith("index.git-lanes-")]
+    assert len(left) == 1   # what `done` leaves for the tick
+    if not prepared:
+        left[0].unlink()
+    if change == "edit":
+        (lane / "src" / "a" / "x").write_text("b")
+    elif change == "new file":
+        (lane / "src" / "a" / "z").write_text("z")
+    elif change == "delete":
+        (lane / "src" / "a" / "y").unlink()
+    elif change == "touch":
+        os.utime(lane / "src" / "a" / "x", (time.time() + 5, time.time() + 5))
+    code, report = lanes_json(repo, "tick")
+    assert code == 0, report
+    assert child(report, "a")["state"] == ("integrated" if settles else "enrolled")
+    if settles:
+        assert git(lane, "status", "--porcelain") == ""   # the lane is clean on its lane commit
+
+
+def test_a_failed_done_leaves_no_index_beside_the_lanes(repo):
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": check_file("src/a/never")}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    lane = provision(repo, "a")
+    deliver(lane, {"src/a/x": "a"})
+    assert lanes(lane, "done")[0] == 1
+    admin = Path(git(lane, "rev-parse", "--absolute-git-dir").strip())
+    assert not [p for p in admin.iterdir() if p.name.startswith("index.git-lanes-")]

@@ -168,7 +168,7 @@ def observe(t: TickState) -> bool:
             continue
         if view.next_obligation == "settled":
             attempt = lrec.qa_attempts[-1]
-            if t.lanes.delivery_tree(child.lane) != attempt.tree:
+            if not t.lanes.delivers(child.lane, attempt.tree):
                 view.next_obligation = "implement"
                 continue
             lifecycle.settle(child, attempt.at, len(lrec.qa_attempts) - 1)

@@ -39,13 +39,13 @@ if TYPE_CHECKING:
     from .model import BatchRecord, Claim, Lane, LaneRecord
 
 _CLEAN: set[tuple[str, str]] = set()   # (lane path, HEAD) this process saw clean
+REMOTE_TIMEOUT = 600   # seconds without a heartbeat before a remote lane counts as lost (lanes.remoteTimeout)
 
 
 def seen_clean(path: str, head: str) -> None:
-    """The lane at `path` is clean on `head` as far as this process knows (its index was just made
-    from a full snapshot of its files): `LocalLanes.clean` need not scan it again."""
+    """The lane at `path` is clean on `head` as far as this process knows (its index, just found to
+    hold every file of it, holds `head`'s tree): `LocalLanes.clean` need not scan it again."""
     _CLEAN.add((path, head))
-REMOTE_TIMEOUT = 600   # seconds without a heartbeat before a remote lane counts as lost (lanes.remoteTimeout)
 
 
 @dataclass(frozen=True)

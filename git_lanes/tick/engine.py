@@ -87,8 +87,8 @@ def move_lane_branch(s: "Session", child: "Child") -> None:
     # its pull, §14). The index observation prepared for the settled tree saves a scan of the lane.
     if lane.path and os.path.isdir(lane.path):
         if s.git.work.install_index(lane.path, s.git.odb.tree_of(lane.lane_commit)):
-            # the snapshot that settled the child made that index of every file: the lane is clean
-            # (a stale answer is harmless, LocalLanes.clean says why), its release need not scan it
+            # that index was found to hold every file of the lane when the child settled: the lane is
+            # clean (a stale answer is harmless, LocalLanes.clean says why), its release need not scan it
             from ..lanehost import seen_clean
 
             seen_clean(lane.path, lane.lane_commit)

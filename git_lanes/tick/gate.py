@@ -14,6 +14,7 @@ from . import engine
 from ..crash import crash_point
 from ..store import fast_forward_mark
 from .land import Pending, build, mark_integrated
+from .repair import restore_leaks
 from .state import TickState
 
 if TYPE_CHECKING:
@@ -85,8 +86,6 @@ def _clear_the_way(t: TickState, candidate: str) -> None:
     (a `git status` of the whole coordinator is a scan of every file, which the tick's step 2 made
     already); lane writes elsewhere do not stop a fast-forward and the next tick's step 2 restores
     them. What cannot be proved a lane's refuses the landing (`working_tree_unstaged`), as step 2 does."""
-    from .repair import restore_leaks
-
     changed = list(t.git.odb.change_identity(t.head, candidate))
     coordinator = t.record.coordinator
     in_the_way = len(changed) > PATHSPEC_MAX or any(

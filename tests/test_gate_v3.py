@@ -361,3 +361,16 @@ def test_a_failed_done_leaves_no_index_beside_the_lanes(repo):
     assert lanes(lane, "done")[0] == 1
     admin = Path(git(lane, "rev-parse", "--absolute-git-dir").strip())
     assert not [p for p in admin.iterdir() if p.name.startswith("index.git-lanes-")]
+
+
+def test_the_report_of_a_batchs_first_landing_lists_its_commit_once(repo):
+    """The landing hold read the branch's history only after its fast-forward, then added the new
+    head to it again: `commits` named the first integration twice."""
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"]}, {"id": "b", "scope": ["src/b"]}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    finish(provision(repo, "a"), {"src/a/x": "a"})
+    code, report = lanes_json(repo, "tick")
+    assert code == 0 and report["commits"] == [child(report, "a")["commit"]], report["commits"]
+    finish(provision(repo, "b"), {"src/b/x": "b"})
+    code, report = lanes_json(repo, "tick")
+    assert report["commits"] == [child(report, t)["commit"] for t in "ab"]

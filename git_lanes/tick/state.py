@@ -126,8 +126,11 @@ class TickState:
         return self._hist
 
     def extend_history(self, commit: str) -> None:
-        self.history().append(commit)
-        self._hist_set.add(commit)
+        """`commit` is the head now (our fast-forward); a history first read after it already has it."""
+        hist = self.history()
+        if commit not in self._hist_set:
+            hist.append(commit)
+            self._hist_set.add(commit)
 
     def on_branch(self, commit: str, tip: str | None = None) -> bool:
         """`commit` is an ancestor of (or equal to) the head (or of `tip`)."""

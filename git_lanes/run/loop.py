@@ -219,8 +219,6 @@ class Driver(Provisioning):
             report = self.act(report)
             if report["batch_state"] != "running" or self.interrupted.is_set():
                 continue
-            if self.sessions.active:
-                self.prepare_scratch()
             if not self.sessions.active and not self.verifying:
                 stalls += 1   # nothing runs: tick a few times (someone may work a lane), then stop
                 if stalls >= STALLS:
@@ -295,6 +293,7 @@ class Driver(Provisioning):
     def start_session(self, task: str, lane_path: str) -> None:
         sess = self.sessions.begin(task, lane_path, self.track_of(task))
         self.progress.event(f"{task}: session {sess.n} started")
+        self.prepare_scratch()   # once: while the first session works (and the other lanes are made)
 
     def after_session(self, sess: Sess) -> None:
         from ..laneside import give_up

@@ -47,7 +47,7 @@ class Provisioning:
     verify_inline: bool
 
     def prepare_scratch(self) -> None:
-        """Once, when the first sessions run and nothing is verified yet: a scratch worktree made ready
+        """Once, when the first session starts and nothing is verified yet: a scratch worktree made ready
         at the batch head in a thread (`scratch.prepare`), so the first candidate does not wait for a
         new worktree's checkout and setup. The verifier waits for it; a failure is only a cache miss."""
         if self.preparer is not None or self.verifier is not None or self.verify_inline:

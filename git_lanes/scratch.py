@@ -140,7 +140,10 @@ class Scratch:
     def move_to(self, commit: str, *, slug: str, batch_id: str) -> str:
         """Check the worktree out at `commit`, touching only changed files, then clean it."""
         work = self.git.work
-        if self.s.worktrees(refresh=True).at(self.path) is None or not os.path.isdir(self.path):
+        registered = self.s.worktrees(refresh=True).at(self.path) is not None
+        if not registered or not os.path.isdir(self.path) or not work.gitfile_ok(self.path):
+            if registered:   # half made by a `git worktree add` killed before its `.git` file (we hold its flock)
+                work.remove(self.path, force=True)
             if os.path.exists(self.path):
                 shutil.rmtree(self.path)
             if os.path.exists(self._kept_file):

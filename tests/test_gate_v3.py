@@ -374,3 +374,22 @@ def test_the_report_of_a_batchs_first_landing_lists_its_commit_once(repo):
     finish(provision(repo, "b"), {"src/b/x": "b"})
     code, report = lanes_json(repo, "tick")
     assert report["commits"] == [child(report, t)["commit"] for t in "ab"]
+
+
+def test_a_scratch_worktree_half_made_by_a_killed_add_is_made_again(repo):
+    """A kill inside `git worktree add` of a scratch worktree (`run` makes one ready as its first session
+    starts) can leave it registered, locked `initializing`, without its `.git` file: Git then takes its
+    folder for part of the Git directory. The next verification makes it again instead of failing."""
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"]}, {"id": "b", "scope": ["src/b"]}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    finish(provision(repo, "a"), {"src/a/x": "a"})
+    assert child(lanes_json(repo, "tick")[1], "a")["state"] == "integrated"
+    scratch = repo / ".git" / "lanes" / "scratch" / "0"
+    admin = Path(git(scratch, "rev-parse", "--absolute-git-dir").strip())
+    (scratch / ".git").unlink()
+    (admin / "locked").write_text("initializing")
+    finish(provision(repo, "b"), {"src/b/x": "b"})
+    code, report = lanes_json(repo, "tick")
+    assert code == 0 and report["batch_state"] == "completed", report
+    assert git(scratch, "rev-parse", "HEAD").strip() == child(report, "b")["commit"]
+    assert git(scratch, "status", "--porcelain") == ""

@@ -72,7 +72,6 @@ def prepare(s: "Session", commit: str, *, slug: str, batch_id: str) -> None:
             sc.move_to(commit, slug=slug, batch_id=batch_id)
         except SetupFailed:
             sc.discard()
-            s.git.work.prune()
             s.worktrees(refresh=True)
 
 
@@ -108,7 +107,10 @@ class Scratch:
         self._kept_file = path + ".keep"
 
     def discard(self) -> None:
-        """Its files and what setup left beside them (the caller prunes Git's registration)."""
+        """Its folder, Git's registration of it (one a killed `git worktree add` left locked
+        `initializing` too: the slot's flock, held, says nobody makes it now) and what setup left."""
+        if self.s.worktrees(refresh=True).at(self.path) is not None:
+            self.git.work.remove(self.path, force=True)
         shutil.rmtree(self.path, ignore_errors=True)
         if os.path.exists(self._kept_file):
             os.unlink(self._kept_file)
@@ -140,14 +142,9 @@ class Scratch:
     def move_to(self, commit: str, *, slug: str, batch_id: str) -> str:
         """Check the worktree out at `commit`, touching only changed files, then clean it."""
         work = self.git.work
-        registered = self.s.worktrees(refresh=True).at(self.path) is not None
-        if not registered or not os.path.isdir(self.path) or not work.gitfile_ok(self.path):
-            if registered:   # half made by a `git worktree add` killed before its `.git` file (we hold its flock)
-                work.remove(self.path, force=True)
-            if os.path.exists(self.path):
-                shutil.rmtree(self.path)
-            if os.path.exists(self._kept_file):
-                os.unlink(self._kept_file)
+        admin = work.admin_dir(self.path) if work.gitfile_ok(self.path) else None
+        if admin is None or not os.path.isfile(os.path.join(admin, "HEAD")):   # else made whole: no list needed
+            self.discard()   # none yet, or half made by a `git worktree add` killed before its `.git` file
             work.prune()
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             work.add(self.path, commit, detach=True, split_index=True)

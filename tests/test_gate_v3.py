@@ -393,3 +393,26 @@ def test_a_scratch_worktree_half_made_by_a_killed_add_is_made_again(repo):
     assert code == 0 and report["batch_state"] == "completed", report
     assert git(scratch, "rev-parse", "HEAD").strip() == child(report, "b")["commit"]
     assert git(scratch, "status", "--porcelain") == ""
+
+
+def test_release_stale_removes_a_scratch_worktree_a_killed_add_left_locked(repo):
+    """A kill inside its `git worktree add` leaves a scratch worktree locked `initializing`, which
+    `git worktree prune` never removes: `release --stale` removes it with its registration, and the
+    next batch makes it again."""
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"]}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    finish(provision(repo, "a"), {"src/a/x": "a"})
+    assert lanes_json(repo, "tick")[1]["batch_state"] == "completed"
+    scratch = repo / ".git" / "lanes" / "scratch" / "0"
+    admin = Path(git(scratch, "rev-parse", "--absolute-git-dir").strip())
+    (admin / "locked").write_text("initializing")
+    code, out, err = lanes(repo, "release", "--stale", "demo")
+    assert code == 0 and f"removed scratch worktree {scratch}" in out, out + err
+    assert not scratch.exists() and not admin.exists()
+    assert str(scratch) not in git(repo, "worktree", "list", "--porcelain")
+    git(repo, "switch", "-q", "main")
+    write_initiative(repo, "next", [{"id": "b", "scope": ["src/b"]}])
+    assert lanes(repo, "start", "next", "--yes")[0] == 0
+    finish(provision(repo, "b"), {"src/b/x": "b"})
+    assert lanes_json(repo, "tick")[1]["batch_state"] == "completed"
+    assert git(scratch, "status", "--porcelain") == ""

@@ -126,7 +126,9 @@ def fast_forward(git: "Git", coordinator: str, branch: str, head: str, candidate
     `mark` (`store.fast_forward_mark`) exists from just before the merge until it succeeded: a kill
     inside it (or a merge that failed) leaves the file for the next hold's repair
     (`repair.ensure_branch`)."""
-    current = git.rev_parse("HEAD", cwd=coordinator)
+    ref = branch_ref(branch)
+    # the coordinator's HEAD read from its files (no process) while it is on the branch, as it should be
+    current = git.refs.resolve(ref) if git.work.head_ref(coordinator) == ref else git.rev_parse("HEAD", cwd=coordinator)
     if current != head:
         raise Park(f"batch_head_lineage_broken: the batch head moved from {head} to {current} during integration")
     os.makedirs(os.path.dirname(mark), exist_ok=True)
@@ -135,7 +137,7 @@ def fast_forward(git: "Git", coordinator: str, branch: str, head: str, candidate
     crash_point("fast-forward-marked")
     git.work.fast_forward(coordinator, candidate)
     os.unlink(mark)   # kept when the merge failed: it may have written the index before it did
-    if git.refs.resolve(branch_ref(branch)) != candidate:
+    if git.refs.resolve(ref) != candidate:
         raise Park(f"batch_head_lineage_broken: the fast-forward to {candidate} did not land")
 
 

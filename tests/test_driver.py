@@ -386,7 +386,7 @@ def test_run_makes_the_scratch_worktree_ready_while_the_first_lanes_work(tmp_pat
     setup.write_text(f"import os, time\nopen({str(setup_log)!r}, 'a').write(f'{{os.getcwd()}} {{time.time()}}\\n')\n")
     git(root, "config", "lanes.setupCommand", f"{shlex.quote(sys.executable)} {shlex.quote(str(setup))}")
     trace = tmp_path / "trace.txt"
-    proc = run(root, "drv", executor, env={"EXEC_SLEEP": "4", "EXEC_TRACE": str(trace)})
+    proc = run(root, "drv", executor, env={"EXEC_SLEEP": "2", "EXEC_TRACE": str(trace)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     scratch = os.path.realpath(root / ".git" / "lanes" / "scratch" / "0")
     in_scratch = [float(line.rsplit(" ", 1)[1]) for line in setup_log.read_text().splitlines()
@@ -408,7 +408,7 @@ def test_a_setup_failing_while_the_scratch_is_made_ready_parks_the_child_when_it
                      "    print('pip: no matching distribution')\n"
                      "    sys.exit(4)\n")
     git(root, "config", "lanes.setupCommand", f"{shlex.quote(sys.executable)} {shlex.quote(str(setup))}")
-    proc = run(root, "drv", executor, env={"EXEC_SLEEP": "2"})
+    proc = run(root, "drv", executor)   # however the session and the preparation interleave
     assert proc.returncode == 1
     [child] = status(root, "drv")["children"]
     assert child["reason"] == "batch_integration_setup_failed: exit 4: pip: no matching distribution"

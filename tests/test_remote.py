@@ -606,3 +606,21 @@ def test_work_once_runs_an_admitted_lane_and_pushes_its_done(world, tmp_path):
     assert {c["task_id"]: c["state"] for c in ok(repo, "tick")["children"]}["b"] == "integrated"
     code, out, err = lanes(repo, "run", "demo", "--remote", "nowhere", "--yes")
     assert code == 2 and "no remote named 'nowhere'" in err
+
+
+def test_push_and_pull_fetch_only_into_their_own_namespace_not_refs_remotes(world):
+    """`git fetch origin <refspecs>` also updates `refs/remotes/origin/*` on the way (Git's
+    opportunistic update): refs of the user's, and a second writer that raced a concurrent fetch
+    (`cannot lock ref`). Our fetches write only `refs/lanes-remotes/origin/`."""
+    repo = world["repo"]
+    ok(repo, "push")
+    clone = clone_of(world)
+    for ref in git(clone, "for-each-ref", "--format=%(refname)", "refs/remotes/origin/imm/",
+                   "refs/remotes/origin/imm-lane/").split():
+        git(clone, "update-ref", "-d", ref)   # what `git clone` made; our fetches must not make them again
+    before = git(clone, "for-each-ref", "--format=%(refname) %(objectname)", "refs/remotes/")
+    assert "imm" not in before
+    ok(clone, "pull")
+    ok(clone, "push")
+    assert git(clone, "for-each-ref", "--format=%(refname) %(objectname)", "refs/remotes/") == before
+    assert git(clone, "for-each-ref", "--format=%(refname)", "refs/lanes-remotes/origin/heads/imm/")

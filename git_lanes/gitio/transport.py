@@ -12,9 +12,11 @@ if TYPE_CHECKING:
 
 
 def fetch_mirror(git: "Git", target: str, specs: Sequence[str]) -> None:
-    """`git fetch --prune --atomic` of `specs` (`+src:dst` refspecs) from `target`."""
+    """`git fetch --prune --atomic` of `specs` (`+src:dst` refspecs) from `target`, and nothing else:
+    `--refmap=` keeps Git from also updating the remote's own tracking refs (`refs/remotes/<name>/…`)
+    on the way, refs that are the user's, and that another fetch may be writing at that moment."""
     git.run("fetch", "--quiet", "--no-tags", "--prune", "--atomic", "--no-write-fetch-head",
-            "--no-recurse-submodules", "--", target, *specs)
+            "--no-recurse-submodules", "--refmap=", "--", target, *specs)
 
 
 def push_atomic(git: "Git", target: str,

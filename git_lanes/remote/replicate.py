@@ -141,10 +141,14 @@ def _tracking(prefix: str, ref: str) -> str:
 
 
 def fetch(git: Git, target: str, prefix: str) -> dict[str, str]:
-    """Mirror the three families of the remote into the tracking namespace; {remote ref: oid}."""
+    """Mirror the three families of the remote into the tracking namespace; {remote ref: oid}. One
+    fetch into it at a time (`store.fetch_lock`)."""
+    from ..store import fetch_lock
+
     specs = [f"+{fam}*:{_tracking(prefix, fam)}*" for fam in FAMILIES]
-    fetch_mirror(git, target, specs)
-    mirrored = git.refs.under(prefix.rstrip("/"))
+    with fetch_lock(git, prefix):
+        fetch_mirror(git, target, specs)
+        mirrored = git.refs.under(prefix.rstrip("/"))
     return {"refs/" + name[len(prefix):]: oid for name, oid in mirrored.items()
             if name.startswith(prefix)}
 
@@ -283,10 +287,13 @@ def _atomic_push(git: Git, target: str, prefix: str, send: list[dict[str, Any]])
     if done:  # the tracking namespace mirrors what the remote now holds
         updates = [(_tracking(prefix, i["ref"]), None if i["status"] == "deleted" else i["local"], i["remote"])
                    for i in done]
-        try:
-            git.refs.update(updates, "git-lanes: push")
-        except RefRaceError:
-            pass  # another fetch wrote it meanwhile: the next fetch mirrors the remote again
+        from ..store import fetch_lock
+
+        with fetch_lock(git, prefix):   # a fetch reading these refs meanwhile would fail on them
+            try:
+                git.refs.update(updates, "git-lanes: push")
+            except RefRaceError:
+                pass  # another fetch wrote it meanwhile: the next fetch mirrors the remote again
 
 
 # -- pull -------------------------------------------------------------------------------------------

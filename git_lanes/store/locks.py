@@ -133,6 +133,20 @@ def fast_forward_mark(git: "Git", slug: str) -> str:
 
 
 @contextmanager
+def fetch_lock(git: "Git", namespace: str, timeout: float | None = None) -> Iterator[None]:
+    """Taken by every fetch into the tracking namespace `namespace` (`refs/lanes-remotes/<name>/`): two
+    at once (a lane's `push` beside its `work` loop's pull) race on its refs, and Git fails one
+    (`cannot lock ref …: is at X but expected Y`)."""
+    import hashlib
+
+    wait = _timeout(git, timeout)
+    name = hashlib.sha1(namespace.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    with flock(os.path.join(lock_dir(git), f"fetch-{name}"), wait,
+               f"another git-lanes command is fetching into {namespace} (waited {wait:g} s; lanes.lockTimeout)"):
+        yield
+
+
+@contextmanager
 def lane_lock(git: "Git", slug: str, task: str, timeout: float | None = None,
               warn: Callable[[str], None] | None = None) -> Iterator[None]:
     """The lane's own lock, held by every writer of its lane record."""

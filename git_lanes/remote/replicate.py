@@ -79,6 +79,7 @@ from ..errors import refused, usage
 from ..gitio import Git, RefRaceError, branch_ref
 from ..gitio.transport import fetch_mirror, push_atomic
 from ..session import Session
+from ..store import fetch_lock
 from .records import Records
 
 FAMILIES = ("refs/notes/lanes/", "refs/heads/imm/", "refs/heads/imm-lane/")
@@ -143,8 +144,6 @@ def _tracking(prefix: str, ref: str) -> str:
 def fetch(git: Git, target: str, prefix: str) -> dict[str, str]:
     """Mirror the three families of the remote into the tracking namespace; {remote ref: oid}. One
     fetch into it at a time (`store.fetch_lock`)."""
-    from ..store import fetch_lock
-
     specs = [f"+{fam}*:{_tracking(prefix, fam)}*" for fam in FAMILIES]
     with fetch_lock(git, prefix):
         fetch_mirror(git, target, specs)
@@ -287,8 +286,6 @@ def _atomic_push(git: Git, target: str, prefix: str, send: list[dict[str, Any]])
     if done:  # the tracking namespace mirrors what the remote now holds
         updates = [(_tracking(prefix, i["ref"]), None if i["status"] == "deleted" else i["local"], i["remote"])
                    for i in done]
-        from ..store import fetch_lock
-
         with fetch_lock(git, prefix):   # a fetch reading these refs meanwhile would fail on them
             try:
                 git.refs.update(updates, "git-lanes: push")

@@ -72,7 +72,7 @@ def prepare(s: "Session", commit: str, *, slug: str, batch_id: str) -> None:
             sc.move_to(commit, slug=slug, batch_id=batch_id)
         except SetupFailed:
             sc.discard()
-            s.worktrees(refresh=True)
+            s.forget_worktrees()
 
 
 def remove_pool(s: "Session") -> list[str]:
@@ -95,7 +95,7 @@ def remove_pool(s: "Session") -> list[str]:
             held.release()
     if removed:
         s.git.work.prune()
-        s.worktrees(refresh=True)
+        s.forget_worktrees()
     return removed
 
 
@@ -148,7 +148,7 @@ class Scratch:
             work.prune()
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             work.add(self.path, commit, detach=True, split_index=True)
-            self.s.worktrees(refresh=True)
+            self.s.forget_worktrees()
             self._setup(slug, batch_id)
             return self.path
         work.checkout_detached(self.path, commit, split_index=True)

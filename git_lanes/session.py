@@ -102,6 +102,11 @@ class Session:
             self._worktrees = self.git.worktrees()
         return self._worktrees
 
+    def forget_worktrees(self) -> None:
+        """Drop the list read so far (after a lock was taken, or a worktree added or removed): the
+        next `worktrees()` lists again, when — and only if — something asks."""
+        self._worktrees = None
+
     def worktree_at(self, path: str) -> Worktree | None:
         return self.worktrees().at(path)
 

@@ -124,7 +124,7 @@ def create_lane(s: "Session", slug: str, task_id: str, base: str, batch_id: str,
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         s.git.work.add(target, branch.name)
-        s.worktrees(refresh=True)
+        s.forget_worktrees()
         crash_point("worktree-added")
         copy_ignored(s, coordinator or s.git.toplevel or s.git.cwd, target)
         result = run_setup(s, target, slug=slug, batch_id=batch_id, task_id=task_id)
@@ -178,7 +178,7 @@ def _clear_half_made(s: "Session", target: str, branch: LaneBranch) -> None:
         return
     s.warn(f"removing the half-made worktree an interrupted provision left at {target}")
     s.git.work.remove(target, force=True)
-    s.worktrees(refresh=True)
+    s.forget_worktrees()
 
 
 def _clear_orphan_folder(s: "Session", target: str) -> None:
@@ -214,7 +214,7 @@ def remove_lane(s: "Session", path: str, branch: str, keep_branch: bool = False,
             s.git.work.remove(path, force=True)   # a removal killed half-way: finish it
     else:
         s.git.work.prune()
-    s.worktrees(refresh=True)
+    s.forget_worktrees()
     crash_point("worktree-removed")
     if not keep_branch and tip is not None:
         s.git.refs.delete(branch_ref(branch), tip, "git-lanes: release lane")

@@ -75,7 +75,7 @@ def _gitfile(worktree: str) -> bool:
 
 # The last list of each repository (by common dir) with what it read: shared by every session of a
 # process (`run` opens one per verifier and per lane).
-_LISTED: dict[str, tuple[tuple, WorktreeList]] = {}
+_LISTED: dict[str, tuple[tuple, WorktreeList, dict[str, Worktree] | None]] = {}
 
 
 class _Seen(NamedTuple):
@@ -88,19 +88,65 @@ class _Seen(NamedTuple):
     commit: str | None                  # where that branch points (None: nowhere)
 
 
-def _branches_moved(old: tuple[_Seen, ...], new: tuple[_Seen, ...]) -> dict[str, str] | None:
-    """{branch ref: its new commit} when two fingerprints differ only in where branches checked out
-    in worktrees point (to a commit both times); None when anything else changed."""
-    if len(old) != len(new):
+def _linked_path(gitdir: bytes | None) -> str | None:
+    """The worktree path Git lists for a linked worktree's `gitdir` file: its content, trailing
+    white space and a final `/.git` cut off."""
+    if gitdir is None:
         return None
-    moved: dict[str, str] = {}
-    for a, b in zip(old, new):
-        if a == b:
-            continue
-        if a._replace(commit=None) != b._replace(commit=None) or a.commit is None or b.commit is None:
+    path = gitdir.decode("utf-8", "surrogateescape").rstrip()
+    return path[:-len("/.git")] if path.endswith("/.git") else path
+
+
+def _detached(head: bytes | None) -> str | None:
+    """The commit a detached `HEAD` file names (None: not a plain object id, or the null one)."""
+    oid = head.strip().decode("ascii", "replace") if head else ""
+    return oid if is_oid(oid) and oid.strip("0") else None
+
+
+def _attribute(seen: tuple[_Seen, ...], found: Sequence[Worktree]) -> dict[str, Worktree] | None:
+    """{admin folder: its entry} of a list Git printed, matched by the path each `gitdir` names; None
+    when they do not pair up one to one (the list saw a worktree come or go after the fingerprint)."""
+    if len(found) != len(seen) or not found:
+        return None
+    by_path = {wt.path: wt for wt in found[1:]}
+    admins = {seen[0].admin: found[0]}   # Git lists the main worktree first
+    for s in seen[1:]:
+        wt = by_path.pop(_linked_path(s.files[1]) or "", None)
+        if wt is None:
             return None
-        moved[b.branch] = b.commit
-    return moved or None
+        admins[s.admin] = wt
+    return admins
+
+
+def _derived(old: tuple[_Seen, ...], admins: dict[str, Worktree], new: tuple[_Seen, ...]
+             ) -> dict[str, Worktree] | None:
+    """{admin: entry} Git would list now, from the last list and what changed since, when every
+    change is one Git's list plainly shows: a checked-out branch or a detached HEAD that moved (to a
+    commit), a worktree gone, a worktree added and finished (on a branch that points at a commit, or
+    detached; unlocked; its folder there). None when anything else changed: Git is asked then."""
+    before = {s.admin: s for s in old}
+    if not new or not old or new[0].admin != old[0].admin:
+        return None
+    now: dict[str, Worktree] = {}
+    for s in new:
+        prev = before.get(s.admin)
+        if prev == s:
+            now[s.admin] = admins[s.admin]
+        elif prev is not None:
+            if prev._replace(commit=None) == s._replace(commit=None) and s.branch and prev.commit and s.commit:
+                now[s.admin] = admins[s.admin]._replace(head=s.commit)   # its branch moved
+            elif prev.branch is None and s.branch is None and prev.files[1:] == s.files[1:] and \
+                    prev.exists == s.exists and _detached(prev.files[0]) and _detached(s.files[0]):
+                now[s.admin] = admins[s.admin]._replace(head=_detached(s.files[0]))   # a detached HEAD moved
+            else:
+                return None
+        else:
+            head, gitdir, locked, commondir = s.files
+            commit = s.commit if s.branch else _detached(head)
+            if locked is not None or commondir is None or not s.exists or commit is None:
+                return None   # an add under way, a half-made or a prunable one: as Git says
+            now[s.admin] = Worktree(path=_linked_path(gitdir) or "", head=commit, branch=s.branch)
+    return now
 
 
 class WorkingTrees(Indexes):
@@ -150,15 +196,13 @@ class WorkingTrees(Indexes):
         listed = _LISTED.get(self.git.common_dir)
         if listed is not None and listed[0] == seen:
             return WorktreeList(listed[1], listed[1]._by_path)   # nothing `git worktree list` reads changed
-        moved = _branches_moved(listed[0], seen) if listed is not None else None
-        if listed is not None and moved is not None:
-            # only branches checked out in worktrees moved: Git would list the same, with their new commits
-            now = {id(wt): wt._replace(head=moved[wt.branch]) if wt.branch in moved and not wt.bare else wt
-                   for wt in listed[1]}
-            patched = WorktreeList([now[id(wt)] for wt in listed[1]],
-                                   {path: now[id(wt)] for path, wt in listed[1]._by_path.items()})
-            _LISTED[self.git.common_dir] = (seen, patched)
-            return WorktreeList(patched, patched._by_path)
+        now = _derived(listed[0], listed[2], seen) if listed is not None and listed[2] is not None else None
+        if now is not None:
+            known = {wt.path: real for real, wt in listed[1]._by_path.items()}   # real paths resolved before
+            derived = WorktreeList(now.values(), {known.get(wt.path) or os.path.realpath(wt.path): wt
+                                                  for wt in now.values()})
+            _LISTED[self.git.common_dir] = (seen, derived, now)
+            return WorktreeList(derived, derived._by_path)
         attempt = 0
         while True:
             proc = self.git.run("worktree", "list", "--porcelain", "-z", check=False)
@@ -185,7 +229,7 @@ class WorkingTrees(Indexes):
                                       bare="bare" in fields, prunable="prunable" in fields,
                                       locked=fields.get("locked") if "locked" in fields else None))
         listed_now = WorktreeList(found)
-        _LISTED[self.git.common_dir] = (seen, listed_now)
+        _LISTED[self.git.common_dir] = (seen, listed_now, _attribute(seen, found))
         return WorktreeList(found, listed_now._by_path)
 
     def _fingerprint(self) -> tuple[_Seen, ...]:

@@ -172,7 +172,7 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
     _drive(driver)
     interrupted = driver.interrupted.is_set()
     coord = driver.cs
-    coord.worktrees(refresh=True)
+    coord.forget_worktrees()
     # the last tick's report when it is the latest word (a batch that ended); else the stored record's
     ended = driver.report.get("batch_state") in TERMINAL + ("needs_human",)
     final = driver.report if ended and not interrupted and not driver.removed else status_report(coord, slug)

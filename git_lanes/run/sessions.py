@@ -155,7 +155,7 @@ class Sessions:
             if self.interrupted.is_set():
                 sess.outcome = "interrupted"
                 return
-            ls.worktrees(refresh=True)   # what the executor may have changed
+            ls.forget_worktrees()   # what the executor may have changed
             sess.outcome = self._after_exit(ls, sess, before, bool(info["unread"]))
         except Exception as exc:  # reported by the main thread; the record is untouched or consistent
             sess.outcome = "interrupted" if self.interrupted.is_set() else f"error: {type(exc).__name__}: {exc}"

@@ -73,7 +73,7 @@ def _hold(s, slug: str, req: Request, steps: Sequence[Step], landing: Pending | 
     t = None
     try:
         with s.transaction(slug, req.actor) as tx:
-            s.worktrees(refresh=True)   # the list after the lock: what other commands did is seen
+            s.forget_worktrees()   # the list after the lock: what other commands did is seen
             t = TickState(s, slug, req, tx, schedule=schedule)
             if landing is not None:   # the report goes on from the tick that recorded the candidate
                 t.landing, t.extras, t.reason = landing, landing.extras or t.extras, landing.reason

@@ -101,7 +101,7 @@ def ensure_branch(t: TickState) -> None:
             t.git.work.switch(rec.coordinator, t.branch.name)
         if how != "branch":
             t.s.warn(f"start was interrupted; the coordinator {rec.coordinator} is now on {rec.branch}")
-        t.s.worktrees(refresh=True)
+        t.s.forget_worktrees()
     wt = t.s.worktree_at(rec.coordinator)    # listed after the lock: its HEAD is current
     t.head = wt.head if wt is not None and wt.head else t.git.rev_parse("HEAD", cwd=rec.coordinator)
     _finish_fast_forward(t)
@@ -137,7 +137,7 @@ def _finish_fast_forward(t: TickState) -> None:
     _drop(mark)
     t.head = cand.commit
     t.forget_coordinator_status()
-    t.s.worktrees(refresh=True)
+    t.s.forget_worktrees()
     t.s.warn(f"an interrupted fast-forward of {t.record.branch} to {cand.commit[:12]} was finished")
 
 

@@ -214,6 +214,84 @@ def test_the_worktree_list_is_reused_only_while_nothing_it_reads_changed(repo, t
     assert len(calls) == 3
 
 
+def test_worktrees_added_moved_and_removed_are_listed_as_git_lists_them_without_asking_it(repo, tmp_path):
+    """A worktree added and finished, a detached HEAD moved, a worktree removed: the list is the
+    last one with that change, equal to Git's own at every step, and Git is not asked. An add
+    still under way (locked), a prunable worktree or an unborn branch is left to Git."""
+    from git_lanes.gitio import worktrees
+
+    g = Git(repo)
+    worktrees._LISTED.pop(g.common_dir, None)
+    calls = []
+    run = g.run
+    g.run = lambda *a, **k: calls.append(a[:2]) or run(*a, **k)
+
+    def same_as_git(listed) -> bool:
+        return sorted(listed) == sorted(git_listed(Git(repo)))
+
+    g.work.list()
+    assert calls == [("worktree", "list")]
+    a, b = tmp_path / "a b", tmp_path / "b"
+    git(repo, "worktree", "add", "-q", "-b", "wa", str(a))
+    git(repo, "worktree", "add", "-q", "--detach", str(b), "HEAD")
+    listed = g.work.list()
+    assert len(calls) == 1 and same_as_git(listed)
+    assert listed.at(str(a)).branch == "refs/heads/wa" and listed.at(str(b)).branch is None
+    git(b, "commit", "-q", "--allow-empty", "-m", "a detached HEAD moves")
+    git(repo, "worktree", "remove", str(a))
+    listed = g.work.list()
+    assert len(calls) == 1 and same_as_git(listed)
+    assert listed.at(str(a)) is None and listed.at(str(b)).head == git(b, "rev-parse", "HEAD").strip()
+    git(repo, "worktree", "lock", str(b))
+    listed = g.work.list()
+    assert len(calls) == 2 and listed.at(str(b)).locked == ""       # asked: a lock is Git's to say
+    git(repo, "worktree", "unlock", str(b))
+    assert g.work.list().at(str(b)).locked is None and len(calls) == 3
+    git(repo, "worktree", "add", "-q", "-b", "wc", str(tmp_path / "c"))
+    import shutil
+
+    shutil.rmtree(tmp_path / "c")
+    listed = g.work.list()
+    assert len(calls) == 4 and listed.at(str(tmp_path / "c")).prunable and same_as_git(listed)
+    git(repo, "worktree", "prune")
+    git(repo, "switch", "-q", "--orphan", "unborn")
+    listed = g.work.list()
+    assert len(calls) == 5 and listed.at(str(repo)).branch == "refs/heads/unborn" and same_as_git(listed)
+
+
+@pytest.mark.parametrize("env, config, asks", [
+    ({}, {}, False),                                                         # the fixture's GIT_*_NAME/EMAIL
+    ({"GIT_AUTHOR_NAME": None, "GIT_COMMITTER_EMAIL": None}, {"user.name": "Uma User", "user.email": "u@x.org"},
+     False),
+    ({"GIT_AUTHOR_NAME": None, "GIT_AUTHOR_EMAIL": None, "GIT_COMMITTER_NAME": None},
+     {"author.name": "Al Author", "user.name": "Uma", "author.email": "al@x.org", "committer.name": "Cy"}, False),
+    ({"GIT_AUTHOR_NAME": "  Trim Me. ", "GIT_COMMITTER_EMAIL": "<cody@x.org>"}, {}, True),   # Git trims them
+    ({"GIT_AUTHOR_EMAIL": None, "GIT_COMMITTER_EMAIL": None, "EMAIL": "env@x.org"}, {}, False),
+    ({"GIT_AUTHOR_NAME": "", "GIT_COMMITTER_NAME": "Has <angle> brackets"}, {}, True),
+])
+def test_an_identity_read_in_process_is_the_one_git_var_gives(repo, monkeypatch, env, config, asks):
+    """The author and committer identities, read from the environment and configuration without a
+    process when they are given there plainly, equal `git var`'s in every case (trimmed values and
+    an empty name are left to Git)."""
+    for key, value in env.items():
+        if value is None:
+            monkeypatch.delenv(key, raising=False)
+        else:
+            monkeypatch.setenv(key, value)
+    for key, value in config.items():
+        git(repo, "config", key, value)
+    g = Git(repo)
+    calls = []
+    run = g.run
+    g.run = lambda *a, **k: calls.append(a[0]) or run(*a, **k)
+    for kind in ("AUTHOR", "COMMITTER"):
+        proc = subprocess.run(["git", "var", f"GIT_{kind}_IDENT"], cwd=repo, capture_output=True, text=True)
+        name, _, rest = proc.stdout.strip().partition(" <")
+        want = (name.strip(), rest.split(">", 1)[0]) if proc.returncode == 0 and name.strip() else None
+        assert g.ident_or_none(kind) == want, kind
+    assert ("var" in calls) == asks
+
+
 def test_a_long_wait_for_a_young_git_lock_is_said_once(repo, monkeypatch):
     """A young lock is waited for, up to a minute (SPEC §15): past a moment, the wait is announced,
     once, naming the file; a merge held up by it then goes through once it is gone."""

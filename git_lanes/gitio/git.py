@@ -178,6 +178,16 @@ class Git:
         return self._idents[kind]
 
     def _ident(self, kind: str) -> tuple[str, str] | None:
+        """Read from the environment and the configuration as Git does when both are given there
+        (`GIT_<kind>_NAME`, `<kind>.name`, `user.name`; the same for the email, then `EMAIL`), with
+        nothing Git would trim or drop in them; else asked of `git var`, which may guess them."""
+        low = kind.lower()
+        given = [next((v for v in candidates if v is not None), None) for candidates in (
+            (self.env.get(f"GIT_{kind}_NAME"), self.config_get(f"{low}.name"), self.config_get("user.name")),
+            (self.env.get(f"GIT_{kind}_EMAIL"), self.config_get(f"{low}.email"), self.config_get("user.email"),
+             self.env.get("EMAIL")))]
+        if all(v and _plain_ident(v) for v in given):
+            return given[0], given[1]
         proc = self.run("var", f"GIT_{kind}_IDENT", check=False, safe=False)
         text = proc.stdout.decode("utf-8", "replace").strip()
         if proc.returncode != 0 or "<" not in text:
@@ -220,6 +230,14 @@ class Git:
 
     def status(self, cwd: str | None = None, untracked: str = "all") -> list["StatusEntry"]:
         return self.work.status(cwd, untracked=untracked)
+
+
+def _plain_ident(value: str) -> bool:
+    """Whether Git takes an identity's name or email as it is: no character it drops (`<`, `>`, a
+    newline), nothing it trims at either end (white space, control characters, `.,:;"'\\`)."""
+    crud = " .,:;<>\"\\'"
+    return not any(c in value for c in "<>\n") and value[0] not in crud and value[-1] not in crud and \
+        ord(value[0]) > 32 and ord(value[-1]) > 32
 
 
 def _config_key(key: str) -> str:

@@ -333,7 +333,7 @@ def no_setup(prep: Prepared) -> None:
 
 NAMED = [
     # (scenario, point): every point after which Git state has changed, as `GIT_LANES_CRASH_AT` names it
-    ("tick", "lane-commit-recorded"),       # the lane commit is recorded, the lane branch not moved yet
+    ("tick", "lane-commit-recorded"),       # the lane commit is recorded, its lane branch moved with it
     ("tick", "fast-forwarded"),             # the batch branch moved, the integration not recorded yet
     ("start", "record-written"),            # the record is written, imm/<slug> does not exist yet
     ("start", "branch-created"),            # imm/<slug> exists, the coordinator is not switched yet

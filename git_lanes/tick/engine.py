@@ -62,21 +62,33 @@ def build_lane_commit(git: "Git", record: "BatchRecord", child: "Child", attempt
 _REFRESHED: set[tuple[str | None, str]] = set()   # (lane, lane commit) whose index this process saw refreshed
 
 
-def move_lane_branch(s: "Session", child: "Child") -> None:
-    """Move the lane branch to its lane commit (compare-and-swap) and refresh the lane's index (only
-    when it does not hold the lane commit's tree already)."""
+def lane_branch_moves(s: "Session", child: "Child") -> list[tuple[str, str, str | None]]:
+    """The compare-and-swap that moves the lane branch to its lane commit: none when it is there
+    already, or when the executor moved on after settling (the lane is left alone; audit reports it)."""
     lane = child.lane
     assert lane is not None and lane.lane_commit
     ref = branch_ref(lane.branch)
     tip = s.git.refs.resolve(ref)
+    if tip == lane.lane_commit or tip is not None and tip != lane.base_head and tip not in lane.executor_commits:
+        return []
+    return [(ref, lane.lane_commit, tip)]
+
+
+def move_lane_branch(s: "Session", child: "Child") -> None:
+    """Move the lane branch to its lane commit (compare-and-swap; the record's write moves it as a
+    rule, this finishes a move a crash left undone) and refresh the lane's index (only when it does
+    not hold the lane commit's tree already)."""
+    lane = child.lane
+    assert lane is not None and lane.lane_commit
+    tip = s.git.refs.resolve(branch_ref(lane.branch))
     if tip != lane.lane_commit:
-        if tip is not None and tip != lane.base_head and tip not in lane.executor_commits:
+        moves = lane_branch_moves(s, child)
+        if not moves:
             return  # the executor moved on after settling; leave the lane alone (audit reports it)
         try:
-            s.git.refs.update([(ref, lane.lane_commit, tip)], f"git-lanes: lane commit of {child.task_id}")
+            s.git.refs.update(moves, f"git-lanes: lane commit of {child.task_id}")
         except RefRaceError:
             return
-        crash_point("lane-branch-moved")
     elif (lane.path, lane.lane_commit) in _REFRESHED:
         return
     elif not (lane.path and os.path.isdir(lane.path)) or s.git.work.index_matches(lane.path, lane.lane_commit):
@@ -85,6 +97,7 @@ def move_lane_branch(s: "Session", child: "Child") -> None:
     # refreshed whenever the branch is found on its lane commit with another index: a kill between the
     # move and the refresh must not leave the lane dirty for ever (a lane of another clone refreshes on
     # its pull, §14). The index observation prepared for the settled tree saves a scan of the lane.
+    crash_point("lane-branch-moved")
     if lane.path and os.path.isdir(lane.path):
         if s.git.work.install_index(lane.path, s.git.odb.tree_of(lane.lane_commit)):
             # that index was found to hold every file of the lane when the child settled: the lane is

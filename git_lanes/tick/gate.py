@@ -36,7 +36,8 @@ def rerun(s: "Session", slug: str, pending: Pending) -> None:
 
 def land(t: TickState) -> bool:
     """Step 9, second half (under the slug's lock again): integrate or park the candidate's child,
-    clearing `candidate` in the same write; or rebuild it once on a head that moved."""
+    clearing `candidate` in the same write (for an integration, the write that records the next
+    candidate: the next step, `land.integrate`); or rebuild it once on a head that moved."""
     pending = t.landing
     rec = t.record
     cand = rec.candidate
@@ -71,9 +72,9 @@ def land(t: TickState) -> bool:
             t.extend_history(cand.commit)
             mark_integrated(t, child, cand.commit, pending.results)
             t.events.append(f"integrated {child.task_id}")
+            t.landed = True   # written with the next candidate, in one state commit (`land.integrate`)
+            return True
     t.write()
-    if child.state == "integrated":
-        crash_point("evidence-recorded")
     return True
 
 

@@ -44,7 +44,7 @@ class Pending:
 # -- step 8 -----------------------------------------------------------------------------------------
 
 def lane_commits(t: TickState) -> bool:
-    """settled -> lane_committed; the record is written before any lane branch moves."""
+    """settled -> lane_committed; the lane branches move with the record, in one ref transaction."""
     rec = t.record
     built = []
     for child in rec.children:
@@ -67,7 +67,8 @@ def lane_commits(t: TickState) -> bool:
         t.events.append(f"lane commit {child.task_id}")
         built.append(child)
     if built:
-        t.write()
+        # each lane branch moves in the record's own transaction (asked again should a branch race it)
+        t.write(also=lambda: [u for child in built for u in engine.lane_branch_moves(t.s, child)])
         crash_point("lane-commit-recorded")
         for child in built:
             engine.move_lane_branch(t.s, child)
@@ -91,6 +92,8 @@ def integrate(t: TickState) -> bool:
     finally:
         if t.pending is None and mine is None:
             held.release()
+        if t.landed:
+            t.write()   # no next candidate was written: the integration on its own
     return True
 
 

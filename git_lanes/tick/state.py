@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import authority, lifecycle
 from ..decisions.lineage import expected_head
+from ..crash import crash_point
 from ..errors import ExitCode, refused
 from ..gitio import BatchBranch
 from ..report import Extras, LaneView, build_report
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from ..model import BatchRecord, Child, LaneRecord, QaAttempt
     from ..session import Session
     from ..store import Transaction
+    from ..store.batch import Updates
     from .land import Pending
 
 
@@ -46,6 +48,7 @@ class TickState:
         self.continue_start: str | None = None   # how to finish an interrupted `start` (repair.guards)
         self.pending: "Pending | None" = None    # a candidate recorded by step 9, to verify
         self.landing: "Pending | None" = None    # a verified candidate this hold lands
+        self.landed = False   # an integration is in the record, not written yet (it goes with the next candidate)
         self.lanes: "Lanes" = Lanes(s)
         self._scopes: dict[str, list[str]] | None = None
         self._hist: list[str] | None = None
@@ -163,17 +166,22 @@ class TickState:
 
     # -- writing and refusing -------------------------------------------------------------------------
 
-    def write(self) -> None:
-        """Write the record (and the evidence notes gathered since the last write) if it changed."""
+    def write(self, also: "Updates | None" = None) -> None:
+        """Write the record (and the evidence notes gathered since the last write) if it changed;
+        `also` gives more ref updates for the same transaction (asked again on a race, as the notes)."""
         summary = ", ".join(dict.fromkeys(self.events)) or "update"
         notes = self.s.evidence
+        more = also or (lambda: [])
         if self.notes:
             with evidence_lock(self.git, warn=self.s.warn):
-                self.tx.write(summary, also=lambda: [u for u in [notes.prepare(self.notes)] if u])
+                self.tx.write(summary, also=lambda: [u for u in [notes.prepare(self.notes)] if u] + more())
         else:
-            self.tx.write(summary)
+            self.tx.write(summary, also=also)
         self.notes.clear()
         self.events.clear()
+        if self.landed:
+            self.landed = False
+            crash_point("evidence-recorded")
 
     def reject(self, code: str, detail: str, exit_code: ExitCode = ExitCode.REFUSED) -> Outcome:
         """Report `rejected`: nothing was written."""

@@ -30,6 +30,7 @@ from .clock import parse_time
 from .clone import clone_id
 from .decisions.admission import LaneFacts
 from .decisions.claims import claim_is_live
+from .errors import LanesError
 from .gitio import LaneBranch, branch_ref, quote_path
 from .session import Session
 from .store import CorruptRecord
@@ -129,11 +130,9 @@ class LocalLanes:
         key = (path, head)
         if head is not None and key in _CLEAN:
             return True
-        from .gitio import GitError
-
         try:
             clean = worktree_clean(self.git, path)
-        except GitError:
+        except LanesError:   # Git's failure, or no folder left to start it in
             if os.path.lexists(os.path.join(path, ".git")):
                 raise
             return False   # removed meanwhile (a release racing a reader): nothing there to call clean

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from .errors import LanesError
 from .gitio import Git, quote_path
 from .gitio.tempnames import new_file
 
@@ -84,6 +85,10 @@ def half_removed(git: Git, worktree: str) -> bool:
         entries = git.work.status(worktree)
     except GitError:
         return True   # its metadata half written: Git cannot read it any more
+    except LanesError:
+        if os.path.isdir(worktree):
+            raise
+        return False   # the folder went meanwhile (a release racing a reader): removed, not half
     return bool(entries) and all(e.xy == " D" for e in entries)
 
 

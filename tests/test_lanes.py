@@ -365,3 +365,21 @@ def test_the_branch_a_killed_release_left_goes_only_while_it_is_the_lane_commit_
     git(repo, "worktree", "add", "-q", str(repo.parent / "out"), "-b", "imm-lane/demo/out", lane_commit)
     assert not drop_left_branch(s, "imm-lane/demo/out", lane_commit)              # checked out
     assert git(repo, "branch", "--list", "imm-lane/demo/out").strip()
+
+
+def test_a_lane_removed_while_a_reader_looks_is_neither_clean_nor_half_removed(repo, tmp_path):
+    """`status` reads a lane that a `release` removes at that moment: the folder gone before Git
+    could start in it is a lane no longer there, not a failure of the command (exit 128)."""
+    import shutil
+
+    from git_lanes.lanehost import LocalLanes
+    from git_lanes.session import Session
+    from git_lanes.snapshot import half_removed
+
+    lane = tmp_path / "lane"
+    git(repo, "worktree", "add", "-q", "-b", "gone", str(lane))
+    s = Session(cwd=str(repo))
+    assert LocalLanes(s).clean(str(lane)) is True
+    shutil.rmtree(lane)
+    assert LocalLanes(s).clean(str(lane)) is False
+    assert half_removed(s.git, str(lane)) is False

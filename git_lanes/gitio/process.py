@@ -63,9 +63,31 @@ def scrubbed_env(base: Mapping[str, str], local_vars: Iterable[str]) -> dict[str
     return {k: v for k, v in base.items() if k not in drop}
 
 
+_FOUND: dict[tuple[str, str], str | None] = {}   # (program, PATH) -> the file the search finds
+
+
+def _which(program: str, path: str) -> str | None:
+    """The executable file `program` names on `path` (as the exec search finds it), looked up once
+    per process: a run starts thousands of Git processes, each otherwise searching PATH again."""
+    key = (program, path)
+    if key not in _FOUND:
+        found = None
+        if "/" not in program:
+            for folder in path.split(os.pathsep):
+                if not os.path.isabs(folder):
+                    break   # relative to each command's own folder: left to the search at each start
+                candidate = os.path.join(folder, program)
+                if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                    found = candidate
+                    break
+        _FOUND[key] = found
+    return _FOUND[key]
+
+
 def spawn(argv: Sequence[str], cwd: str, env: Mapping[str, str], data: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     try:
-        return subprocess.run(list(argv), cwd=cwd, input=data, capture_output=True, env=dict(env))
+        return subprocess.run(list(argv), cwd=cwd, input=data, capture_output=True, env=dict(env),
+                              executable=_which(argv[0], env.get("PATH", os.defpath)))
     except FileNotFoundError as exc:
         missing = "git" if exc.filename in ("git", None) else exc.filename
         raise LanesError(f"cannot run {argv[0]} in {cwd}: {missing}: not found", exit_code=ExitCode.FATAL) from None

@@ -79,6 +79,7 @@ class Spares:
             s.git.work.fast_forward(self.lanes[task], head)
         except LanesError:
             pass   # it stays where it is: still a valid base
+        s.forget_worktrees()   # its HEAD moved: the next look sees where to
 
     def drop(self, task: str) -> None:
         """Remove a spare lane and its branch."""

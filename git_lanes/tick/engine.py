@@ -74,14 +74,16 @@ def lane_branch_moves(s: "Session", child: "Child") -> list[tuple[str, str, str 
     return [(ref, lane.lane_commit, tip)]
 
 
-def move_lane_branch(s: "Session", child: "Child") -> None:
+def move_lane_branch(s: "Session", child: "Child", moved: bool = False) -> None:
     """Move the lane branch to its lane commit (compare-and-swap; the record's write moves it as a
     rule, this finishes a move a crash left undone) and refresh the lane's index (only when it does
-    not hold the lane commit's tree already)."""
+    not hold the lane commit's tree already; `moved`: this process just moved it, so it cannot)."""
     lane = child.lane
     assert lane is not None and lane.lane_commit
     tip = s.git.refs.resolve(branch_ref(lane.branch))
-    if tip != lane.lane_commit:
+    if moved and tip == lane.lane_commit:
+        pass
+    elif tip != lane.lane_commit:
         moves = lane_branch_moves(s, child)
         if not moves:
             return  # the executor moved on after settling; leave the lane alone (audit reports it)

@@ -68,10 +68,16 @@ def lane_commits(t: TickState) -> bool:
         built.append(child)
     if built:
         # each lane branch moves in the record's own transaction (asked again should a branch race it)
-        t.write(also=lambda: [u for child in built for u in engine.lane_branch_moves(t.s, child)])
+        moves: dict[str, list] = {}
+
+        def also() -> list:
+            moves.update((child.task_id, engine.lane_branch_moves(t.s, child)) for child in built)
+            return [u for found in moves.values() for u in found]
+
+        t.write(also=also)
         crash_point("lane-commit-recorded")
         for child in built:
-            engine.move_lane_branch(t.s, child)
+            engine.move_lane_branch(t.s, child, moved=bool(moves.get(child.task_id)))
     return True
 
 

@@ -43,11 +43,18 @@ class DulwichReader:
     packed ones through dulwich, which rescans the pack folder whenever an object is not packed."""
 
     def __init__(self, git: "Git") -> None:
-        from dulwich.repo import Repo
-
+        self.common_dir = git.common_dir
         self.objects_dir = os.path.join(git.common_dir, "objects")
-        self.repo = Repo(git.common_dir, bare=True)
-        self.store = self.repo.object_store
+        self._store = None
+
+    @property
+    def store(self):
+        """dulwich's object store, opened (and dulwich imported) at the first object not loose."""
+        if self._store is None:
+            from dulwich.repo import Repo
+
+            self._store = Repo(self.common_dir, bare=True).object_store
+        return self._store
 
     def read(self, oid: str) -> tuple[str, bytes] | None:
         found = read_loose(self.objects_dir, oid)
@@ -68,7 +75,8 @@ class DulwichReader:
             return False
 
     def close(self) -> None:
-        self.store.close()
+        if self._store is not None:
+            self._store.close()
 
 
 class CatFileReader:

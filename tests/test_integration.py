@@ -282,3 +282,21 @@ def test_checks_run_without_the_coordinators_git_environment(repo):
     proc = subprocess.run(["git", "lanes", "done"], cwd=la, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert child(tick(repo), "a")["state"] == "integrated"
+
+
+def test_a_lane_branch_moves_in_its_records_write_and_a_landing_shares_one_with_the_next_candidate(two):
+    """Step 8's record write moves the lane branch in the same ref transaction (the branch's reflog
+    names that state commit), and landing `a` records `b`'s candidate in the same state commit: a
+    tick that integrates two settled lanes writes no state commit per step more than it needs."""
+    la, lb = provision(two, "a"), provision(two, "b")
+    finish(la, {"src/a/x": "a"})
+    finish(lb, {"src/b/x": "b"})
+    before = int(git(two, "rev-list", "--count", "--first-parent", "refs/notes/lanes/batch/demo"))
+    report = tick(two)
+    assert [child(report, t)["state"] for t in "ab"] == ["integrated", "integrated"]
+    subjects = git(two, "log", "--first-parent", "--format=%s", "refs/notes/lanes/batch/demo").splitlines()
+    written = subjects[:len(subjects) - before]
+    settled = next(s for s in written if "lane commit a" in s)
+    assert git(two, "reflog", "show", "--format=%gs", "-1", "imm-lane/demo/a").strip() == "git-lanes: " + settled
+    assert written == ["completed", "integrated b", "integrated a, candidate b", "candidate a",
+                       "settled a, settled b, lane commit a, lane commit b"]

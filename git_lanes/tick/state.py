@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import authority, lifecycle
-from ..decisions.lineage import expected_head
 from ..crash import crash_point
+from ..decisions.lineage import expected_head
 from ..errors import ExitCode, refused
 from ..gitio import BatchBranch
 from ..report import Extras, LaneView, build_report

@@ -315,3 +315,21 @@ def test_a_long_wait_for_a_young_git_lock_is_said_once(repo, monkeypatch):
         timer.cancel()
     assert git(repo, "rev-parse", "behind") == git(repo, "rev-parse", "main")
     assert len(said) == 1 and said[0].startswith(f"waiting for {lock}, a Git lock file "), said
+
+
+def test_the_git_binary_is_found_on_path_as_the_exec_search_finds_it(tmp_path):
+    """Looked up once per PATH value: the first executable file of that name, a non-executable one
+    passed over; a relative entry before it leaves the search to each start (None)."""
+    from git_lanes.gitio.process import _which
+
+    plain, runnable = tmp_path / "plain", tmp_path / "runnable"
+    plain.mkdir()
+    runnable.mkdir()
+    (plain / "git").write_text("#!/bin/sh\n")
+    (runnable / "git").write_text("#!/bin/sh\n")
+    (runnable / "git").chmod(0o755)
+    path = os.pathsep.join([str(plain), str(runnable), "/usr/bin"])
+    assert _which("git", path) == str(runnable / "git")
+    assert _which("git", os.pathsep.join(["bin", str(runnable)])) is None
+    assert _which("/usr/bin/git", path) is None                       # a path is run as it is
+    assert _which("no-such-program-here", path) is None

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
+
+from .digests import sha256_hex
 
 
 def canonical_json(value: Any) -> str:
@@ -15,7 +16,7 @@ def canonical_json(value: Any) -> str:
 def sha256_digest(text: str | bytes) -> str:
     """`sha256:` + hex SHA-256 of the UTF-8 bytes."""
     data = text.encode("utf-8") if isinstance(text, str) else text
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    return "sha256:" + sha256_hex(data)
 
 
 def canonical_digest(value: Any) -> str:

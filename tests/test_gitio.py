@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -333,3 +334,25 @@ def test_the_git_binary_is_found_on_path_as_the_exec_search_finds_it(tmp_path):
     assert _which("git", os.pathsep.join(["bin", str(runnable)])) is None
     assert _which("/usr/bin/git", path) is None                       # a path is run as it is
     assert _which("no-such-program-here", path) is None
+
+
+@pytest.mark.parametrize("size", [0, 1, 1 << 16, (1 << 16) + 1, 300_000])
+def test_digests_are_hashlibs_whichever_implementation_takes_them(size):
+    """The built-in SHA-1/SHA-256 for small data, OpenSSL's past 64 KiB: the same digests."""
+    import hashlib
+
+    from git_lanes.digests import sha1_hex, sha256_hex
+
+    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    assert sha1_hex(data) == hashlib.sha1(data).hexdigest()
+    assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
+
+
+def test_a_lane_command_imports_no_hashlib():
+    """`done`'s imports (and what it hashes: records, shard names) leave OpenSSL's hashlib out."""
+    code = ("import sys, git_lanes.cli.lanecmds, git_lanes.laneside\n"
+            "from git_lanes.store.layout import shard\nshard('t1')\n"
+            "from git_lanes.canonical import sha256_digest\nsha256_digest('x')\n"
+            "print('hashlib' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -242,10 +242,10 @@ class ObjectDB:
 
         An object already there (loose, or written by this process) is not written again; one that
         is only packed gets a loose copy, which Git reads the same (and `gc` drops)."""
-        import hashlib   # here: a command that only reads never loads it
+        from ..digests import sha1_hex   # here: a command that only reads never loads it
 
         raw = f"{kind} {len(body)}".encode() + b"\0" + body
-        oid = hashlib.sha1(raw).hexdigest()
+        oid = sha1_hex(raw)
         if oid in self._written:
             return oid
         folder = os.path.join(self.objects_dir, oid[:2])

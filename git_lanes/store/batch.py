@@ -8,12 +8,12 @@ write whose content equals the current record writes nothing. Every writer goes 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
+from ..digests import sha1_hex
 from ..errors import LanesError, refused
 from ..gitio import BATCH_RECORD_PREFIX, RefRaceError, batch_record_ref, trailers
 from .layout import CorruptRecord, batch_files, record_from_files
@@ -28,7 +28,7 @@ Updates = Callable[[], list[tuple[str, "str | None", "str | None"]]]
 
 
 def _blob_id(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return sha1_hex(b"blob %d\0" % len(data) + data)
 
 
 class Snapshot:

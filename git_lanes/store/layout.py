@@ -11,11 +11,11 @@ Pure: bytes in, bytes out. A record that cannot be read back is `CorruptRecord` 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 from ..canonical import canonical_json
+from ..digests import sha1_hex
 from ..errors import ExitCode, LanesError
 
 LISTS = ("adopted_heads", "restores", "interventions", "revisions", "reviews", "reseals", "archived_lanes")
@@ -28,7 +28,7 @@ class CorruptRecord(LanesError):
 
 
 def shard(key: str) -> str:
-    return hashlib.sha1(key.encode("utf-8", "surrogateescape")).hexdigest()[:2]
+    return sha1_hex(key.encode("utf-8", "surrogateescape"))[:2]
 
 
 def blob(value: Any) -> bytes:

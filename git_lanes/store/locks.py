@@ -137,10 +137,10 @@ def fetch_lock(git: "Git", namespace: str, timeout: float | None = None) -> Iter
     """Taken by every fetch into the tracking namespace `namespace` (`refs/lanes-remotes/<name>/`): two
     at once (a lane's `push` beside its `work` loop's pull) race on its refs, and Git fails one
     (`cannot lock ref …: is at X but expected Y`)."""
-    import hashlib
+    from ..digests import sha1_hex
 
     wait = _timeout(git, timeout)
-    name = hashlib.sha1(namespace.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    name = sha1_hex(namespace.encode("utf-8", "surrogateescape"))[:16]
     with flock(os.path.join(lock_dir(git), f"fetch-{name}"), wait,
                f"another git-lanes command is fetching into {namespace} (waited {wait:g} s; lanes.lockTimeout)"):
         yield

@@ -149,10 +149,9 @@ class LocalLanes:
         """Whether the worktree still delivers `tree`: asked of the index its `done` left for that tree
         (one `git add -A --dry-run`), else snapshotted again; either way the index of `tree` stays
         beside the lane's own, to become its index with the lane commit (`install_index`)."""
-        from .snapshot import snapshot_tree, still_delivers
+        from .snapshot import still_delivers
 
-        quick = still_delivers(self.git, path, tree, fallback=False)
-        return quick if quick is not None else snapshot_tree(self.git, path, keep=True) == tree
+        return still_delivers(self.git, path, tree, keep=True)
 
     def facts(self, path: str, *, coordinator: str, expected_branch: str, base_ok: Callable[[str], bool],
               occupied: Callable[[str], str | None]) -> LaneFacts:

@@ -59,13 +59,11 @@ def snapshot_tree(git: Git, worktree: str, *, keep: bool = False) -> str:
     return git.work.snapshot(worktree, exclude_file(git), keep=keep)
 
 
-def still_delivers(git: Git, worktree: str, tree: str, *, fallback: bool = True) -> bool | None:
+def still_delivers(git: Git, worktree: str, tree: str, *, keep: bool = False) -> bool:
     """Whether the worktree's delivery is still `tree`: cheaply, through the index a
-    `snapshot_tree(keep=True)` of it left, else by snapshotting again (without `fallback`: None)."""
+    `snapshot_tree(keep=True)` of it left, else by snapshotting again (with `keep`, as that did)."""
     quick = git.work.still_delivers(worktree, tree, exclude_file(git))
-    if quick is not None or not fallback:
-        return quick
-    return snapshot_tree(git, worktree) == tree
+    return quick if quick is not None else snapshot_tree(git, worktree, keep=keep) == tree
 
 
 def worktree_clean(git: Git, worktree: str) -> bool:

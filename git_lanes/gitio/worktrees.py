@@ -133,11 +133,12 @@ def _derived(old: tuple[_Seen, ...], admins: dict[str, Worktree], new: tuple[_Se
         if prev == s:
             now[s.admin] = admins[s.admin]
         elif prev is not None:
+            detached = _detached(s.files[0]) if s.branch is None else None
             if prev._replace(commit=None) == s._replace(commit=None) and s.branch and prev.commit and s.commit:
                 now[s.admin] = admins[s.admin]._replace(head=s.commit)   # its branch moved
-            elif prev.branch is None and s.branch is None and prev.files[1:] == s.files[1:] and \
-                    prev.exists == s.exists and _detached(prev.files[0]) and _detached(s.files[0]):
-                now[s.admin] = admins[s.admin]._replace(head=_detached(s.files[0]))   # a detached HEAD moved
+            elif detached and prev.branch is None and prev._replace(files=(s.files[0], *prev.files[1:])) == s \
+                    and _detached(prev.files[0]):
+                now[s.admin] = admins[s.admin]._replace(head=detached)   # a detached HEAD moved
             else:
                 return None
         else:

@@ -200,6 +200,30 @@ def test_slug_lock_times_out_as_batch_busy(repo):
         pass
 
 
+def test_a_lock_released_by_a_thread_is_taken_by_a_waiting_thread_without_a_poll(repo, monkeypatch):
+    """`run`'s verifier and main thread hand the slug's lock to each other: the waiter wakes at the
+    release, not at its next poll (here made 5 s long, so a poll would show)."""
+    from git_lanes.store import locks
+
+    monkeypatch.setattr(locks, "POLL", 5.0)
+    monkeypatch.setattr(locks, "FIRST_POLL", 5.0, raising=False)
+    g = Git(repo)
+    held, took = threading.Event(), []
+
+    def waiter():
+        held.wait(5)
+        with slug_lock(g, "demo", timeout=20):
+            took.append(time.monotonic())
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    with slug_lock(g, "demo", timeout=5):
+        held.set()
+        time.sleep(0.3)   # the waiter has tried once and is waiting
+        released = time.monotonic()
+    t.join(20)
+    assert took and took[0] - released < 1.0
+
 def test_stale_ref_lock_files_are_removed_with_a_warning(repo):
     import os
 

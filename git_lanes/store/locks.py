@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import threading
 import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
@@ -27,7 +28,27 @@ from ..ids import check_id
 if TYPE_CHECKING:
     from ..gitio import Git
 
-POLL = 0.05
+POLL = 0.05          # the longest wait between two tries of a lock another process holds
+FIRST_POLL = 0.002   # the first: a writer's hold is often a few milliseconds, then the waits double
+
+# A thread of this process that releases an `flock` wakes the threads of this process waiting for
+# one (`run`'s verifier and main thread hand the slug's lock to each other without a poll's delay).
+_released = threading.Condition()
+_releases = 0
+
+
+def _note_release() -> None:
+    global _releases
+    with _released:
+        _releases += 1
+        _released.notify_all()
+
+
+def _wait_release(seen: int, wait: float) -> None:
+    """Sleep `wait` seconds, or less when a thread of this process releases a lock after `seen`."""
+    with _released:
+        if _releases == seen:
+            _released.wait(wait)
 
 
 def _jittered(wait: float) -> float:
@@ -47,7 +68,9 @@ def flock(path: str, timeout: float, busy: str) -> Iterator[None]:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         deadline = time.monotonic() + timeout
+        poll = FIRST_POLL
         while True:
+            seen = _releases
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
@@ -56,10 +79,12 @@ def flock(path: str, timeout: float, busy: str) -> Iterator[None]:
                     raise
                 if time.monotonic() >= deadline:
                     raise refused("batch_busy", busy) from None
-                time.sleep(_jittered(POLL))
+                _wait_release(seen, min(_jittered(poll), max(0.0, deadline - time.monotonic())))
+                poll = min(POLL, poll * 2)
         yield
     finally:
         os.close(fd)
+        _note_release()
 
 
 class Held:
@@ -72,6 +97,7 @@ class Held:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+            _note_release()
 
 
 def flock_try(path: str) -> Held | None:

@@ -241,11 +241,13 @@ class Driver(Provisioning):
                     report = self.act(report)
 
     def _chore(self) -> Callable[[], None] | None:
-        """One small job to do while sessions run: a spare lane, else a release."""
+        """One small job to do while sessions run: a spare lane, else a release. A release holds the
+        slug's lock that a landing being verified takes next: it waits for the verifier to finish,
+        unless more lanes wait for one than a wave of lanes holds."""
         spare = self.spares.next(self.report)
         if spare:
             return lambda: self.spares.make(spare)
-        if self.releases:
+        if self.releases and (not self.verifying or len(self.releases) > self.spares.limit):
             return lambda: self.release(self.releases.pop(0))
         return None
 

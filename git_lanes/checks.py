@@ -66,10 +66,22 @@ def tail_lines(text: str, n: int = 1) -> list[str]:
     return [line.rstrip() for line in (text or "").splitlines() if line.strip()][-n:]
 
 
+# a line that says what failed: test runners end with statistics (`# duration_ms 235`, `Time: 1 s`)
+_TELLING = re.compile(r"fail|error|not ok|assert|traceback|panic|abort", re.IGNORECASE)
+_TELLING_WITHIN = 40   # non-empty lines from the end where one is looked for
+
+
+def telling_line(text: str) -> str:
+    """The last non-empty line of an output that names a failure (among its last 40), else its last line."""
+    lines = tail_lines(text, _TELLING_WITHIN)
+    return next((line for line in reversed(lines) if _TELLING.search(line)), lines[-1] if lines else "")
+
+
 def failure_line(result: Mapping) -> str:
-    """`<id> (<status>): <last output line>` of a failed result."""
-    last = tail_lines(result.get("output_tail") or "")
-    return f"{result['id']} ({status_text(result)})" + (f": {last[0]}" if last else "")
+    """`<id> (<status>): <the line of its output that says what failed>` of a failed result: the last
+    line naming a failure (`1 failed in 0.2s`, `# fail 1`, `FAIL pkg`), else the last line."""
+    line = telling_line(result.get("output_tail") or "").strip()
+    return f"{result['id']} ({status_text(result)})" + (f": {line}" if line else "")
 
 
 def failed_summary(results: Iterable[Mapping], note: str | None) -> str:

@@ -9,7 +9,7 @@ import os
 import shutil
 from typing import TYPE_CHECKING
 
-from .checks import CheckResult, child_env, last_lines, run_command, status_text, tail_lines
+from .checks import CheckResult, child_env, last_lines, run_command, status_text
 from .crash import crash_point
 from .errors import LanesError, refused, usage
 from .gitio import GitError, LaneBranch, RefRaceError, branch_ref
@@ -62,11 +62,6 @@ def run_setup(s: "Session", path: str, *, slug: str, batch_id: str, task_id: str
         return None
     env = child_env(os.environ, s.git.local_env_vars, slug=slug, batch=batch_id, task=task_id)
     return run_command("setup", cmd, cwd=path, env=env, timeout=SETUP_TIMEOUT)
-
-
-def last_line(result: CheckResult) -> str:
-    lines = tail_lines(result.output_tail)
-    return lines[0] if lines else ""
 
 
 def setup_failure(result: CheckResult) -> str:

@@ -330,3 +330,35 @@ def test_final_check_words_run_as_argv(tmp_path):
     words = validate_final_check(command)
     r = run_command("F1", command, cwd=tmp_path, env=dict(os.environ), timeout=10, argv=words)
     assert r.passed and r.output_tail == "42\n"
+
+
+# -- the one line a failure is summed up by ----------------------------------------------------------------
+
+NODE_TEST = """not ok 1 - sum
+  ---
+  error: |-
+    Expected values to be strictly equal:
+    3 !== 6
+  ...
+1..1
+# tests 1
+# pass 0
+# fail 1
+# skipped 0
+# duration_ms 235.67
+"""
+
+
+@pytest.mark.parametrize("tail, line", [
+    ("....F\n\nFAILED tests/test_a.py::test_x - assert 1 == 2\n1 failed, 4 passed in 0.21s\n", "1 failed, 4 passed in 0.21s"),
+    (NODE_TEST, "# fail 1"),
+    ("Tests:       1 failed, 3 passed, 4 total\nTime:        0.8 s\nRan all test suites.\n",
+     "Tests:       1 failed, 3 passed, 4 total"),
+    ("checking\n   nothing to see   \n\n", "nothing to see"),   # no line names a failure: the last one
+    ("", ""),
+])
+def test_a_failure_is_summed_up_by_the_line_that_names_it(tail, line):
+    from git_lanes.checks import failure_line
+
+    result = {"id": "A1", "exit_code": 1, "signal": None, "output_tail": tail}
+    assert failure_line(result) == "A1 (exit 1)" + (f": {line}" if line else "")

@@ -222,6 +222,36 @@ def test_a_report_older_than_one_already_noted_prints_nothing_again():
     assert lines == ["t1: integrated " + "c" * 12, "t1: lane released"]
 
 
+
+def test_a_release_waits_while_a_landing_is_verified_unless_too_many_lanes_wait():
+    """A release holds the slug's lock the verifier takes next to land: between sessions, the driver
+    makes spare lanes, and releases only while no verifier runs, or when more lanes wait than a wave."""
+    import threading
+
+    from git_lanes.run.loop import Driver
+
+    class NoSpares:
+        limit = 2
+
+        def next(self, report):
+            return None
+
+    d = Driver.__new__(Driver)
+    d.spares, d.report, d.verifier = NoSpares(), {}, None
+    d.releases = [{"task_id": "a"}, {"task_id": "b"}]
+    assert d._chore() is not None                    # no verifier: a release
+    stop = threading.Event()
+    d.verifier = threading.Thread(target=stop.wait, args=(10,), daemon=True)
+    d.verifier.start()
+    try:
+        assert d._chore() is None                    # a verifier runs: the release waits
+        d.releases.append({"task_id": "c"})
+        assert d._chore() is not None                # 3 lanes wait, more than a wave of 2
+    finally:
+        stop.set()
+        d.verifier.join()
+    d.releases = [{"task_id": "a"}]
+    assert d._chore() is not None                    # the verifier ended: the release goes on
 def test_executor_that_only_edits_files_gets_done_run_for_it(tmp_path, executor):
     root = make_repo(tmp_path / "repo", ["alpha", "beta"], blocked={"beta": ["alpha"]})
     prompts = tmp_path / "prompts"

@@ -300,3 +300,31 @@ def test_a_lane_branch_moves_in_its_records_write_and_a_landing_shares_one_with_
     assert git(two, "reflog", "show", "--format=%gs", "-1", "imm-lane/demo/a").strip() == "git-lanes: " + settled
     assert written == ["completed", "integrated b", "integrated a, candidate b", "candidate a",
                        "settled a, settled b, lane commit a, lane commit b"]
+
+
+def test_a_landing_is_recorded_on_its_own_when_choosing_the_next_candidate_fails(two, monkeypatch):
+    """Landing `a` writes its integration with `b`'s candidate; should building that candidate fail
+    (an error, not a park), `a` is still recorded integrated, alone, and the next tick lands `b`."""
+    from git_lanes.errors import LanesError
+    from git_lanes.tick import land
+
+    la, lb = provision(two, "a"), provision(two, "b")
+    finish(la, {"src/a/x": "a"})
+    finish(lb, {"src/b/x": "b"})
+    real = land.build
+
+    def build(t, c):
+        if c.task_id == "b":
+            raise LanesError("cannot build b's candidate now")
+        return real(t, c)
+
+    monkeypatch.setattr(land, "build", build)
+    code, out, err = lanes(two, "tick")
+    assert code != 0 and "cannot build b's candidate now" in err
+    subjects = git(two, "log", "--first-parent", "--format=%s", "-2", "refs/notes/lanes/batch/demo").splitlines()
+    assert subjects == ["integrated a", "candidate a"]
+    record = json.loads(lanes(two, "status", "--json")[1])
+    assert [child(record, t)["state"] for t in "ab"] == ["integrated", "lane_committed"]
+    monkeypatch.setattr(land, "build", real)
+    report = tick(two)
+    assert [child(report, t)["state"] for t in "ab"] == ["integrated", "integrated"]

@@ -624,3 +624,37 @@ def test_push_and_pull_fetch_only_into_their_own_namespace_not_refs_remotes(worl
     ok(clone, "push")
     assert git(clone, "for-each-ref", "--format=%(refname) %(objectname)", "refs/remotes/") == before
     assert git(clone, "for-each-ref", "--format=%(refname)", "refs/lanes-remotes/origin/heads/imm/")
+
+
+def test_a_pull_waits_for_another_fetch_into_its_namespace_then_is_busy_and_writes_nothing(world):
+    """Two fetches into one tracking namespace would race on its refs: the second waits for the
+    first's lock up to lanes.lockTimeout, then fails `batch_busy`, having fetched nothing."""
+    import threading
+
+    from git_lanes.gitio import Git
+    from git_lanes.store import fetch_lock
+
+    repo = world["repo"]
+    ok(repo, "push")
+    clone = clone_of(world)
+    git(clone, "config", "lanes.lockTimeout", "1")
+    before = refs(clone)
+    held, done = threading.Event(), threading.Event()
+
+    def fetching():
+        with fetch_lock(Git(clone), "refs/lanes-remotes/origin/", timeout=5):
+            held.set()
+            done.wait(20)
+
+    t = threading.Thread(target=fetching)
+    t.start()
+    try:
+        assert held.wait(5)
+        code, out, err = lanes(clone, "pull")
+    finally:
+        done.set()
+        t.join()
+    assert code == 1 and err.startswith("error: batch_busy: another git-lanes command is fetching into "
+                                        "refs/lanes-remotes/origin/ (waited 1 s; lanes.lockTimeout)"), err
+    assert refs(clone) == before
+    assert set(statuses(ok(clone, "pull")).values()) == {"pulled"}   # the lock free: the pull goes on

@@ -4,10 +4,11 @@ on exactly the tree they judge, never in the coordinator.
 A per-repository pool of detached worktrees under `<git-common-dir>/lanes/scratch/<n>`, each taken
 with an `flock` (`…/lanes/locks/scratch-<n>`) for as long as one verification needs it, so two
 batches never share one at once, and reused by every batch of any slug: only the first batch of a
-clone pays a full checkout. A taken worktree is moved to each commit with a two-tree checkout
+clone pays a full checkout. A new worktree gets the coordinator's `lanes.copy` files, as a lane
+does, then `lanes.setupCommand`. A taken worktree is moved to each commit with a two-tree checkout
 (only changed files are touched) and cleaned of every untracked and ignored file except those
-matching `lanes.keep` and the ignored top-level paths `lanes.setupCommand` created there;
-setup runs when the worktree is created and whenever a kept path is missing.
+matching `lanes.keep` or `lanes.copy` and the ignored top-level paths `lanes.setupCommand` created
+there; the copies are made again when one of them is missing, setup runs again when a kept path is.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from .checks import CheckResult, child_env, last_lines, run_checks
 from .store import flock_try
-from .workspace import run_setup
+from .workspace import copy_ignored, run_setup
 
 if TYPE_CHECKING:
     from .session import Session
@@ -105,6 +106,7 @@ class Scratch:
         self.git = s.git
         self.path = path
         self._kept_file = path + ".keep"
+        self._copied_file = path + ".copied"   # one copied path under each top-level name: all there?
 
     def discard(self) -> None:
         """Its folder, Git's registration of it (one a killed `git worktree add` left locked
@@ -112,19 +114,35 @@ class Scratch:
         if self.s.worktrees(refresh=True).at(self.path) is not None:
             self.git.work.remove(self.path, force=True)
         shutil.rmtree(self.path, ignore_errors=True)
-        if os.path.exists(self._kept_file):
-            os.unlink(self._kept_file)
+        for name in (self._kept_file, self._copied_file):
+            if os.path.exists(name):
+                os.unlink(name)
 
-    def _setup_kept(self) -> list[str]:
+    @staticmethod
+    def _paths(name: str) -> list[str]:
         try:
-            with open(self._kept_file, encoding="utf-8") as fh:
+            with open(name, encoding="utf-8") as fh:
                 value = json.load(fh)
             return [p for p in value if isinstance(p, str)] if isinstance(value, list) else []
         except (OSError, ValueError):
             return []
 
+    def _setup_kept(self) -> list[str]:
+        return self._paths(self._kept_file)
+
     def _keep(self) -> list[str]:
-        return self.git.config_all("lanes.keep") + [f"/{p}" for p in self._setup_kept()]
+        return (self.git.config_all("lanes.keep") + self.git.config_all("lanes.copy")
+                + [f"/{p}" for p in self._setup_kept()])
+
+    def _copy(self) -> None:
+        """The coordinator's `lanes.copy` files, those missing here (SPEC §6 v3: kept as if listed in
+        `lanes.keep`); one of them under each top-level name is remembered, to tell when to copy again."""
+        copied = copy_ignored(self.s, self.s.git.toplevel or self.s.git.cwd, self.path, missing_only=True)
+        first: dict[str, str] = {}
+        for path in copied:
+            first.setdefault(path.split("/", 1)[0], path)
+        with open(self._copied_file, "w", encoding="utf-8") as fh:
+            json.dump(sorted(first.values()), fh)
 
     def _setup(self, slug: str, batch_id: str) -> None:
         """Run `lanes.setupCommand`; remember the ignored top-level paths it created."""
@@ -149,11 +167,15 @@ class Scratch:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             work.add(self.path, commit, detach=True, split_index=True)
             self.s.forget_worktrees()
+            self._copy()
             self._setup(slug, batch_id)
             return self.path
         work.checkout_detached(self.path, commit, split_index=True)
-        keep = self._keep()
-        work.clean(self.path, keep)
+        work.clean(self.path, self._keep())
+        if any(not os.path.lexists(os.path.join(self.path, p)) for p in self._paths(self._copied_file)) \
+                or (self.git.config_all("lanes.copy") and not os.path.exists(self._copied_file)):
+            self._copy()   # a check removed one, or a worktree of a build that did not copy
+        keep = self.git.config_all("lanes.keep") + [f"/{p}" for p in self._setup_kept()]
         literal = [p.strip().strip("/") for p in keep if p.strip() and not any(ch in p for ch in "*?[")]
         if any(not os.path.exists(os.path.join(self.path, p)) for p in literal):
             self._setup(slug, batch_id)

@@ -70,10 +70,11 @@ def setup_failure(result: CheckResult) -> str:
     return f"{status_text(result.to_json())}: " + (last_lines(result.output_tail) or "(no output)")
 
 
-def copy_ignored(s: "Session", source: str, target: str) -> list[str]:
+def copy_ignored(s: "Session", source: str, target: str, *, missing_only: bool = False) -> list[str]:
     """Copy the ignored files of the worktree `source` that match `lanes.copy` into `target` (SPEC §6 v3);
     a tracked or non-ignored match is skipped with a warning (a copy must never become part of a
-    delivery). The copied paths, sorted."""
+    delivery). With `missing_only`, a path `target` has already is left as it is. The paths that
+    `target` has from `source` now, sorted."""
     patterns = s.git.config_all("lanes.copy")
     if not patterns:
         return []
@@ -87,6 +88,9 @@ def copy_ignored(s: "Session", source: str, target: str) -> list[str]:
             s.warn(f"lanes.copy: {path} is not ignored by Git; not copied (it would become part of the delivery)")
             continue
         dest = os.path.join(target, path)
+        if missing_only and os.path.lexists(dest):
+            copied.append(path)
+            continue
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         shutil.copy2(os.path.join(source, path), dest, follow_symlinks=False)
         copied.append(path)

@@ -100,6 +100,40 @@ def test_the_scratch_pool_outlives_the_batch_and_keeps_what_setup_built(repo):
     assert git(scratch, "status", "--porcelain") == ""
 
 
+def test_lanes_copy_reaches_the_scratch_worktree_is_kept_there_and_made_again_when_gone(repo):
+    """SPEC §6 v3: `lanes.copy` applies to the scratch worktree too (a check that needs the copied
+    `.venv/` or `.env` passes on the candidate as it did in the lane), where the copies are kept as if
+    listed in `lanes.keep`; a copy a check removed is made again before the next rerun."""
+    (repo / ".gitignore").write_text(".venv/\n.env\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "ignore the local files")
+    (repo / ".venv" / "bin").mkdir(parents=True)
+    (repo / ".venv" / "bin" / "tool").write_text("tool\n")
+    os.symlink("tool", repo / ".venv" / "bin" / "tool3")
+    (repo / ".env").write_text("TOKEN=1\n")
+    for pattern in (".venv/", ".env"):
+        git(repo, "config", "--add", "lanes.copy", pattern)
+    needs = (f"{PY} -c \"import os,pathlib,sys; sys.exit(0 if pathlib.Path('.venv/bin/tool').exists() "
+             "and os.path.islink('.venv/bin/tool3') and pathlib.Path('.env').read_text() == 'TOKEN=1\\n' else 1)\"")
+    removes = f"{PY} -c \"import shutil; shutil.rmtree('.venv')\""
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": needs},
+                                    {"id": "b", "scope": ["src/b"], "check": needs},
+                                    {"id": "c", "scope": ["src/c"], "check": needs}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    scratch = repo / ".git" / "lanes" / "scratch" / "0"
+    for task in "abc":
+        lane = provision(repo, task)
+        assert (lane / ".venv" / "bin" / "tool").exists()       # the lane's own copy
+        finish(lane, {f"src/{task}/x": task})
+        report = lanes_json(repo, "tick")[1]
+        assert child(report, task)["state"] == "integrated", child(report, task)["reason"]
+        assert (scratch / ".venv" / "bin" / "tool").exists() and (scratch / ".env").exists()
+        assert os.path.islink(scratch / ".venv" / "bin" / "tool3")
+        assert git(scratch, "status", "--porcelain", "--ignored=no") == ""   # ignored: never in a candidate
+        if task == "a":
+            subprocess.run(removes, shell=True, cwd=scratch, check=True)   # as a check of the rerun could
+    assert report["batch_state"] == "completed", report["reason"]
+
 def test_a_failing_setup_in_the_scratch_parks_the_child(repo):
     write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"]}])
     assert lanes(repo, "start", "demo", "--yes")[0] == 0

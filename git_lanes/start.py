@@ -100,7 +100,9 @@ def prepare(s: Session, slug: str, o: StartOptions) -> Prepared:
     carried: dict[str, str] = {}
     if git.refs.resolve(branch_ref(branch)) is not None:
         if last is None or last.record.terminal is False:
-            raise refused("batch_branch_exists", f"{branch} exists and no finished batch of {slug} owns it")
+            raise refused("batch_branch_exists", f"{branch} exists and no finished batch of {slug} owns it",
+                          hint=f"keep it under another name (git branch -m {branch} {slug}-before-lanes), "
+                               "or start under another slug")
         current = s.current_branch()
         if current != branch_ref(branch) or o.worktree is not None:
             raise refused("batch_branch_exists", f"{branch} exists; to continue it, run start in the worktree "

@@ -115,6 +115,13 @@ def test_start_refusals(demo, tmp_path):
     assert "error: batch_branch_exists:" in refusal(demo)
     git(demo, "branch", "-D", "imm")
 
+    git(demo, "branch", "imm/demo")   # e.g. from a clone of a repository whose HEAD was a batch branch
+    err = refusal(demo)
+    assert err.splitlines() == ["error: batch_branch_exists: imm/demo exists and no finished batch of demo owns it",
+                                "hint: keep it under another name (git branch -m imm/demo demo-before-lanes), "
+                                "or start under another slug"]
+    git(demo, "branch", "-D", "imm/demo")
+
     git(demo, "branch", "imm-lane/demo/lexer")
     assert "error: stale_lanes: imm-lane/demo/lexer" in refusal(demo)
     git(demo, "branch", "-D", "imm-lane/demo/lexer")

@@ -48,7 +48,7 @@ def test_a_clean_completed_batch_with_released_lanes_reports_nothing(tmp_path):
 
 def test_a_running_batch_with_healthy_lanes_reports_nothing(tmp_path):
     root = make_batch(tmp_path / "repo")
-    alpha, beta = provision(root, "alpha"), provision(root, "beta")
+    alpha, _ = provision(root, "alpha"), provision(root, "beta")   # beta: a healthy lane beside
     (alpha / "a.txt").write_text("a\n")
     git(alpha, "add", "a.txt")
     git(alpha, "commit", "-q", "-m", "executor work")  # an executor commit inside the scope is fine

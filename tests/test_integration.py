@@ -200,7 +200,7 @@ def test_content_conflict_and_empty_candidate_after_user_commits(repo):
 
 
 def test_reset_behind_a_recorded_commit_fails_the_batch(two):
-    la, lb = provision(two, "a"), provision(two, "b")
+    la, _ = provision(two, "a"), provision(two, "b")
     finish(la, {"src/a/x": "x"})
     report = tick(two)
     base = child(report, "a")["lane"]["base_head"]

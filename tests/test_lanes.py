@@ -287,7 +287,7 @@ def test_full_correction_cycle_with_a_disjoint_sibling_moving(repo):
 
 def test_lost_lane_and_run_mismatch(running, tmp_path):
     la = provision(running, "a")
-    lb = provision(running, "b")
+    provision(running, "b")
     git(running, "worktree", "remove", "--force", str(la))
     code, report = tick(running)
     assert report["children"][0]["state"] == "needs_human" and report["children"][0]["reason"] == "batch_lane_lost"

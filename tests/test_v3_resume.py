@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from conftest import git
 from flow import child_of, cli, done, exists, intent, ok, provision, reachable_from, record, start, states, world, \
     write_plan
@@ -118,7 +116,7 @@ def test_restart_on_a_running_batch_starts_the_child_over(repo):
 def test_a_lane_that_gave_up_is_resumed_once_its_executor_can_go_on(repo):
     write_plan(repo, "demo", {"a": simple("a"), "b": simple("b")})
     start(repo, "demo", "--max-parallel", "2")
-    la, lb = provision(repo, "a"), provision(repo, "b")
+    la, _ = provision(repo, "a"), provision(repo, "b")
     ok(la, "done", "--give-up", "-m", "waiting for a decision")
     report = ok(repo, "tick")
     assert states(report) == {"a": "needs_human", "b": "enrolled"}

@@ -332,6 +332,23 @@ def test_needs_human_exits_1_and_a_second_run_never_resumes(tmp_path, executor):
     assert status(root, "drv")["batch_state"] == "needs_human"
 
 
+def test_a_child_parked_on_its_candidate_shows_what_failed_there(tmp_path, executor):
+    """A check that passes in the lane and fails on the candidate: run's parked line is followed by
+    the line of the check's output that says what failed, not only by the reason code."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    (root / "README").write_text("driver tests\n")
+    scratch_only = ("python3 -c \"import os,sys; bad = os.sep + 'scratch' + os.sep in os.getcwd() + os.sep; "
+                    "print('collecting'); print('error: the tool is missing here' if bad else 'fine'); "
+                    "print('done in 0.1 s'); sys.exit(1 if bad else 0)\"")
+    write_initiative(root, "drv", [{"id": "a", "scope": ["src/a.txt"], "check": scratch_only}])
+    proc = run(root, "drv", executor)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    parked = next(i for i, line in enumerate(lines) if line.startswith("a: parked: batch_integration_check_failed"))
+    assert lines[parked + 1] == "a:   a:A1 (exit 1): error: the tool is missing here"
+
 def test_sessions_that_deliver_nothing_twice_give_the_lane_up(tmp_path, executor):
     root = make_repo(tmp_path / "repo", ["idle"])
     trace = tmp_path / "trace.txt"

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from ..decisions.admission import MAX_OFFERS
 from ..decisions.instruction import MAX_TEXT, InstructionRequest
+from ..checks import failure_line
 from ..errors import LanesError
 from ..procs import kill_all
 from ..procs import run as run_process
@@ -155,6 +156,8 @@ class Driver(Provisioning):
                 elif state == "needs_human":
                     self.track_of(task).finished = time.monotonic()
                     self.progress.event(f"{task}: parked: {c['reason']}")
+                    for r in c.get("gate_results", []):   # what failed on the candidate, not only that it did
+                        self.progress.event(f"{task}:   {failure_line(r)}")
                 elif state == "skipped_blocked":
                     self.progress.event(f"{task}: skipped ({c['reason']})")
             if c.get("qa_failures", 0) > before.get("qa_failures", 0):

@@ -107,3 +107,27 @@ def test_show_prints_values_a_person_reads_and_the_gate_results(running):
     assert "FAIL b:A1: python3 -m pytest" in text and "E   assert 'x' == 'y'" in text
     shown = json.loads(gl(running, "show", "b", "--slug", "demo", "--json").stdout)
     assert shown["child"]["gate_results"][0]["id"] == "b:A1"
+
+
+def test_every_refusal_with_json_prints_one_document_and_the_error_line(running):
+    """SPEC §6: on exit 1 with --json the document is the report (a rejected tick) or the refusal, and
+    `error: <code>: <detail>` goes to stderr; a failed `done` prints its attempt, and nothing more."""
+    from flow import cli
+
+    for args, code in [(("start", "demo", "--yes"), "batch_already_active"),
+                       (("release", "b", "--slug", "demo"), "batch_lane_release_refused"),
+                       (("resume", "demo", "b", "--yes"), "batch_not_parked")]:
+        proc = gl(running, *args, "--json")
+        assert proc.returncode == 1, (args, proc.stderr)
+        doc = json.loads(proc.stdout)   # exactly one document
+        assert doc["refused"] is True and doc["code"] == code
+        assert proc.stderr.splitlines()[0] == f"error: {doc['reason']}" and doc["reason"].startswith(code + ": ")
+    rejected = gl(running, "tick", "--max-parallel", "3", "--json")   # a rejected tick: its report
+    assert rejected.returncode == 1 and json.loads(rejected.stdout)["batch_state"] == "rejected"
+    lane = provision(running, "b")
+    status, doc, err = cli(lane, "done")                              # nothing delivered: a refusal
+    assert status == 1 and doc["code"] == "nothing_to_deliver" and err.startswith("error: nothing_to_deliver: ")
+    (lane / "src" / "b").mkdir(parents=True)
+    (lane / "src" / "b" / "other.txt").write_text("not what the check wants\n")
+    proc = gl(lane, "done", "--json")                                 # a failed attempt: its document only
+    assert proc.returncode == 1 and json.loads(proc.stdout)["passed"] is False

@@ -35,6 +35,7 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    render.begin()
     try:
         cli.main(args=args, prog_name="git lanes", complete_var="_GIT_LANES_COMPLETE", standalone_mode=False)
         return 0
@@ -42,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         _usage_error(e)
         return 2
     except click.exceptions.Abort:
+        if "--json" in args:
+            render.emit_json(render.refusal(None, "aborted"))
         render.err("error", "aborted")
         return 1
     except click.exceptions.Exit as e:

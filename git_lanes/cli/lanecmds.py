@@ -28,6 +28,7 @@ def fast(args: list[str], environ) -> int | None:
     if found is None or environ.get("_GIT_LANES_COMPLETE"):
         return None
     name, kw = found
+    render.begin()
     try:
         {"task": task, "done": done, "inbox": inbox}[name](**kw)
         return 0

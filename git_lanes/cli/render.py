@@ -12,6 +12,9 @@ from typing import Any
 _CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 
 
+_emitted = False   # whether this command printed its JSON document already (`failure` prints none then)
+
+
 class Fail(Exception):
     """Carry an exit code out of a command (what to print was printed)."""
 
@@ -47,8 +50,9 @@ def failure(exc: Exception | KeyboardInterrupt, as_json: bool) -> int:
     if isinstance(exc, Fail):
         return exc.exit_code
     if isinstance(exc, LanesError):
-        if as_json and exc.report is not None and exc.exit_code == 1:
-            emit_json(exc.report)
+        if as_json and exc.exit_code == 1 and not _emitted:
+            # SPEC §6: on exit 1 with --json, one document on stdout: the report, else the refusal
+            emit_json(exc.report if exc.report is not None else refusal(exc.code, exc.detail, exc.hint))
         err("error", redact(exc.message))
         if exc.hint:
             err("hint", exc.hint)
@@ -72,7 +76,22 @@ def err(kind: str, text: str) -> None:
     echo(f"{kind}: {text}", err=True)
 
 
+def refusal(code: str | None, detail: str, hint: str | None = None) -> dict[str, Any]:
+    """The document of a refusal that has no report: `{refused, code, detail, reason, hint}`, `reason`
+    being what the `error:` line says."""
+    return {"refused": True, "code": code, "detail": detail, "reason": f"{code}: {detail}" if code else detail,
+            "hint": hint}
+
+
+def begin() -> None:
+    """A command starts: no document printed yet (an in-process caller may run several)."""
+    global _emitted
+    _emitted = False
+
+
 def emit_json(doc: Any) -> None:
+    global _emitted
+    _emitted = True
     echo(json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False))
 
 

@@ -189,10 +189,10 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
 def ending(final: dict[str, Any], facts: dict[str, Any], interrupted: bool, stop_reason: str | None,
            again: str) -> RunResult:
     """How a loop that drove a batch (`run`, `run --remote`) ends: exit 0 only for `completed` with
-    final verification passed; else 1 with what went wrong (130 after Ctrl-C). `again` continues it."""
+    final verification passed; else 1 with what went wrong, Ctrl-C included (SPEC §13). `again` continues it."""
     result = RunResult(final, 0, None, facts)
     if interrupted:
-        result.exit_code, result.error = 130, f"interrupted; the batch is left as it is: {again} continues it"
+        result.exit_code, result.error = 1, f"interrupted; the batch is left as it is: {again} continues it"
     elif stop_reason:
         result.exit_code, result.error = 1, stop_reason
     elif final["batch_state"] == "needs_human":

@@ -77,10 +77,11 @@ def telling_line(text: str) -> str:
     return next((line for line in reversed(lines) if _TELLING.search(line)), lines[-1] if lines else "")
 
 
-def failure_line(result: Mapping) -> str:
-    """`<id> (<status>): <the line of its output that says what failed>` of a failed result: the last
-    line naming a failure (`1 failed in 0.2s`, `# fail 1`, `FAIL pkg`), else the last line."""
-    line = telling_line(result.get("output_tail") or "").strip()
+def failure_line(result: Mapping, telling: bool = False) -> str:
+    """`<id> (<status>): <last output line>` of a failed result (SPEC §13's session line); with
+    `telling`, the line that says what failed instead (`1 failed in 0.2s`, `# fail 1`, `FAIL pkg`)."""
+    tail = result.get("output_tail") or ""
+    line = telling_line(tail).strip() if telling else next(iter(tail_lines(tail)), "")
     return f"{result['id']} ({status_text(result)})" + (f": {line}" if line else "")
 
 

@@ -358,7 +358,11 @@ NODE_TEST = """not ok 1 - sum
     ("", ""),
 ])
 def test_a_failure_is_summed_up_by_the_line_that_names_it(tail, line):
-    from git_lanes.checks import failure_line
+    """The session line keeps the last output line (SPEC §13); what run adds under a child parked on
+    its candidate is the line that names the failure."""
+    from git_lanes.checks import failure_line, tail_lines
 
     result = {"id": "A1", "exit_code": 1, "signal": None, "output_tail": tail}
-    assert failure_line(result) == "A1 (exit 1)" + (f": {line}" if line else "")
+    assert failure_line(result, telling=True) == "A1 (exit 1)" + (f": {line}" if line else "")
+    last = tail_lines(tail)
+    assert failure_line(result) == "A1 (exit 1)" + (f": {last[0]}" if last else "")

@@ -157,7 +157,7 @@ class Driver(Provisioning):
                     self.track_of(task).finished = time.monotonic()
                     self.progress.event(f"{task}: parked: {c['reason']}")
                     for r in c.get("gate_results", []):   # what failed on the candidate, not only that it did
-                        self.progress.event(f"{task}:   {failure_line(r)}")
+                        self.progress.event(f"{task}:   {failure_line(r, telling=True)}")
                 elif state == "skipped_blocked":
                     self.progress.event(f"{task}: skipped ({c['reason']})")
             if c.get("qa_failures", 0) > before.get("qa_failures", 0):

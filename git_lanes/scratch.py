@@ -47,8 +47,9 @@ def pool_root(s: "Session") -> str:
 
 
 @contextmanager
-def take(s: "Session") -> Iterator["Scratch"]:
-    """The first free worktree of the pool (a new one when all are taken), held until the block ends."""
+def take(s: "Session", coordinator: str | None = None) -> Iterator["Scratch"]:
+    """The first free worktree of the pool (a new one when all are taken), held until the block ends;
+    its `lanes.copy` files come from the worktree `coordinator` (the batch's), else the session's."""
     lock_dir = os.path.join(s.git.common_dir, "lanes", "locks")
     slot = 0
     while True:
@@ -57,18 +58,18 @@ def take(s: "Session") -> Iterator["Scratch"]:
             break
         slot += 1
     try:
-        yield Scratch(s, os.path.join(pool_root(s), str(slot)))
+        yield Scratch(s, os.path.join(pool_root(s), str(slot)), coordinator)
     finally:
         held.release()
 
 
-def prepare(s: "Session", commit: str, *, slug: str, batch_id: str) -> None:
+def prepare(s: "Session", commit: str, *, slug: str, batch_id: str, coordinator: str | None = None) -> None:
     """Move a free worktree of the pool to `commit` before any candidate needs it (`run`, while its
     first lanes work): a new worktree's full checkout and `lanes.setupCommand` then leave the first
     landing's path, and the first candidate's move touches only its own files. A setup that fails
     here takes the worktree with it: the verification that needs one makes it again, runs setup
     again and parks the child with what setup said (SPEC §8.3)."""
-    with take(s) as sc:
+    with take(s, coordinator) as sc:
         try:
             sc.move_to(commit, slug=slug, batch_id=batch_id)
         except SetupFailed:
@@ -101,12 +102,13 @@ def remove_pool(s: "Session") -> list[str]:
 
 
 class Scratch:
-    def __init__(self, s: "Session", path: str) -> None:
+    def __init__(self, s: "Session", path: str, coordinator: str | None = None) -> None:
         self.s = s
         self.git = s.git
         self.path = path
+        self.coordinator = coordinator
         self._kept_file = path + ".keep"
-        self._copied_file = path + ".copied"   # one copied path under each top-level name: all there?
+        self._copied_file = path + ".copied"   # the lanes.copy patterns copied, one path under each top name
 
     def discard(self) -> None:
         """Its folder, Git's registration of it (one a killed `git worktree add` left locked
@@ -136,13 +138,28 @@ class Scratch:
 
     def _copy(self) -> None:
         """The coordinator's `lanes.copy` files, those missing here (SPEC §6 v3: kept as if listed in
-        `lanes.keep`); one of them under each top-level name is remembered, to tell when to copy again."""
-        copied = copy_ignored(self.s, self.s.git.toplevel or self.s.git.cwd, self.path, missing_only=True)
+        `lanes.keep`); the patterns and one copied path under each top-level name are remembered, to
+        tell when to copy again."""
+        source = self.coordinator if self.coordinator and os.path.isdir(self.coordinator) else None
+        copied = copy_ignored(self.s, source or self.s.git.toplevel or self.s.git.cwd, self.path, missing_only=True)
         first: dict[str, str] = {}
         for path in copied:
             first.setdefault(path.split("/", 1)[0], path)
         with open(self._copied_file, "w", encoding="utf-8") as fh:
-            json.dump(sorted(first.values()), fh)
+            json.dump({"patterns": self.git.config_all("lanes.copy"), "paths": sorted(first.values())}, fh)
+
+    def _copies_stale(self) -> bool:
+        """Whether `lanes.copy` changed since the copies were made, or a copied path is gone."""
+        try:
+            with open(self._copied_file, encoding="utf-8") as fh:
+                made = json.load(fh)
+        except (OSError, ValueError):
+            made = None
+        if not isinstance(made, dict) or made.get("patterns") != self.git.config_all("lanes.copy"):
+            return bool(self.git.config_all("lanes.copy")) or made is not None
+        paths = made.get("paths")
+        return not isinstance(paths, list) or any(
+            not isinstance(p, str) or not os.path.lexists(os.path.join(self.path, p)) for p in paths)
 
     def _setup(self, slug: str, batch_id: str) -> None:
         """Run `lanes.setupCommand`; remember the ignored top-level paths it created."""
@@ -172,9 +189,8 @@ class Scratch:
             return self.path
         work.checkout_detached(self.path, commit, split_index=True)
         work.clean(self.path, self._keep())
-        if any(not os.path.lexists(os.path.join(self.path, p)) for p in self._paths(self._copied_file)) \
-                or (self.git.config_all("lanes.copy") and not os.path.exists(self._copied_file)):
-            self._copy()   # a check removed one, or a worktree of a build that did not copy
+        if self._copies_stale():
+            self._copy()   # a check removed one, lanes.copy changed, or a worktree of a build that did not copy
         keep = self.git.config_all("lanes.keep") + [f"/{p}" for p in self._setup_kept()]
         literal = [p.strip().strip("/") for p in keep if p.strip() and not any(ch in p for ch in "*?[")]
         if any(not os.path.exists(os.path.join(self.path, p)) for p in literal):

@@ -39,7 +39,7 @@ def verify(s: Session, slug: str, rev: str | None) -> dict[str, Any]:
     task = task_of_commit(s, record, commit)
     parsed = s.plan_at(commit, slug).by_id(task)
     intent = parsed.intent if parsed else authority.effective_intent(s, record, task)
-    with scratch.take(s) as sc:
+    with scratch.take(s, record.coordinator) as sc:
         try:
             results = sc.run(commit, rerun_items([(task, intent)]), slug=slug, batch_id=record.batch_id,
                              order=[c.task_id for c in record.children])

@@ -134,6 +134,26 @@ def test_lanes_copy_reaches_the_scratch_worktree_is_kept_there_and_made_again_wh
             subprocess.run(removes, shell=True, cwd=scratch, check=True)   # as a check of the rerun could
     assert report["batch_state"] == "completed", report["reason"]
 
+def test_the_scratch_copies_come_from_the_coordinator_and_follow_a_lanes_copy_set_later(repo):
+    """The scratch worktree's copies are the coordinator's (not those of the worktree a tick runs in),
+    and a `lanes.copy` set after the pool exists reaches it at the next rerun."""
+    (repo / ".gitignore").write_text(".env\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "ignore .env")
+    (repo / ".env").write_text("COORD\n")
+    needs = f"{PY} -c \"import pathlib,sys; sys.exit(0 if pathlib.Path('.env').read_text() == 'COORD\\n' else 1)\""
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"]}, {"id": "b", "scope": ["src/b"], "check": needs}])
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    finish(provision(repo, "a"), {"src/a/x": "a"})
+    assert child(lanes_json(repo, "tick")[1], "a")["state"] == "integrated"    # the pool exists, no copies
+    git(repo, "config", "lanes.copy", ".env")
+    lane = provision(repo, "b")
+    finish(lane, {"src/b/x": "b"})
+    (lane / ".env").write_text("LANE\n")      # the lane's own copy changed after its done
+    code, report = lanes_json(lane, "tick")   # a tick run from inside the lane
+    assert code == 0 and child(report, "b")["state"] == "integrated", child(report, "b")["reason"]
+    assert (repo / ".git" / "lanes" / "scratch" / "0" / ".env").read_text() == "COORD\n"
+
 def test_a_failing_setup_in_the_scratch_parks_the_child(repo):
     write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"]}])
     assert lanes(repo, "start", "demo", "--yes")[0] == 0

@@ -60,7 +60,7 @@ class Provisioning:
                 vs = self.verifier_session = Session(cwd=self.coordinator)
                 head = vs.git.refs.resolve(branch_ref(self.branch))
                 if head is not None and not self.interrupted.is_set():
-                    scratch.prepare(vs, head, slug=self.slug, batch_id=self.batch_id)
+                    scratch.prepare(vs, head, slug=self.slug, batch_id=self.batch_id, coordinator=self.coordinator)
             except Exception:   # noqa: BLE001 - the verification makes the worktree it needs
                 pass
         self.preparer = threading.Thread(target=work, name="scratch", daemon=True)

@@ -73,7 +73,7 @@ def final_verification(s: "Session", record: "BatchRecord", head: str) -> FinalV
 
     results: list[CheckResult] = []
     if record.final_checks:
-        with scratch.take(s) as sc:
+        with scratch.take(s, record.coordinator) as sc:
             try:
                 sc.move_to(head, slug=record.slug, batch_id=record.batch_id)
             except scratch.SetupFailed as failed:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 def rerun(s: "Session", slug: str, pending: Pending) -> None:
     """Run the candidate's checks in a scratch worktree of the pool (no slug lock held)."""
-    with scratch.take(s) as sc:
+    with scratch.take(s, pending.coordinator) as sc:
         try:
             pending.results = sc.run(pending.candidate.commit, pending.items, slug=slug, batch_id=pending.batch_id,
                                      order=pending.order)

@@ -39,6 +39,7 @@ class Pending:
     setup_failure: str | None = None              # `<exit status>: <last lines>` of a failed setup
     extras: "Extras | None" = None                # what the tick that recorded it reports (refusals, ...)
     reason: str | None = None
+    coordinator: str | None = None                # where the scratch worktree's `lanes.copy` files come from
 
 
 # -- step 8 -----------------------------------------------------------------------------------------
@@ -162,7 +163,7 @@ def pending_for(t: TickState, child: "Child", candidate: Candidate, held: Held, 
                                if sib.commit in since_base and sib.task_id != child.task_id]
     intents = [(task, authority.effective_intent(t.s, rec, task)) for task in tasks]
     return Pending(rec.batch_id, candidate, engine.rerun_items(intents), [c.task_id for c in rec.children], held,
-                   schedule=t.schedule, rebuilt=rebuilt)
+                   schedule=t.schedule, rebuilt=rebuilt, coordinator=rec.coordinator)
 
 
 def mark_integrated(t: TickState, child: "Child", commit: str, rerun: list["CheckResult"]) -> None:

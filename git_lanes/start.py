@@ -96,6 +96,9 @@ def prepare(s: Session, slug: str, o: StartOptions) -> Prepared:
             raise refused("batch_branch_exists", f"the branch {prefix} blocks {branch}")
     if git.refs.under(branch_ref(f"{branch}/")):
         raise refused("batch_branch_exists", f"branches under {branch}/ block {branch}")
+    for prefix in _ref_prefixes(LaneBranch(slug, "x").name):   # imm-lane, imm-lane/<slug>: no lane could be made
+        if git.refs.resolve(branch_ref(prefix)) is not None:
+            raise refused("batch_branch_exists", f"the branch {prefix} blocks the lane branches {prefix}/…")
     continues = False
     carried: dict[str, str] = {}
     if git.refs.resolve(branch_ref(branch)) is not None:

@@ -122,6 +122,11 @@ def test_start_refusals(demo, tmp_path):
                                 "or start under another slug"]
     git(demo, "branch", "-D", "imm/demo")
 
+    for clash in ("imm-lane", "imm-lane/demo"):   # no lane branch imm-lane/demo/<task> could be created
+        git(demo, "branch", clash)
+        assert f"error: batch_branch_exists: the branch {clash} blocks the lane branches {clash}/…" in refusal(demo)
+        git(demo, "branch", "-D", clash)
+
     git(demo, "branch", "imm-lane/demo/lexer")
     assert "error: stale_lanes: imm-lane/demo/lexer" in refusal(demo)
     git(demo, "branch", "-D", "imm-lane/demo/lexer")

@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from .errors import refused, usage
+from .gitio import quote_path
 from .ids import check_id
 from .scope import outside_scope
 from .session import Session
@@ -48,7 +49,7 @@ def diff_view(s: Session, slug: str, task_id: str) -> dict[str, Any]:
         raise usage(f"{task_id} has no lane in batch {record.batch_id} (it is {child.state}): nothing to diff")
     base = child.lane.base_head
     tree, source = _source(s, slug, record, child)
-    paths = [{"path": path, "status": status} for status, path in s.git.odb.name_status(base, tree)]
+    paths = [{"path": quote_path(path), "status": status} for status, path in s.git.odb.name_status(base, tree)]
     return {"task_id": task_id, "base": base, "tree": tree, "source": source, "paths": paths,
             "outside_scope": outside_scope(s, record, task_id, base, tree)}
 

@@ -3,6 +3,8 @@ base, from its lane commit, else its last attempt, else a fresh snapshot of its 
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -75,3 +77,19 @@ def test_diff_usage_errors(repo):
                          (("b",), "b has no lane")):
         proc = diff(repo, *args)
         assert proc.returncode == 2 and proc.stdout == "" and needle in proc.stderr, (args, proc.stderr)
+
+
+def test_a_path_that_is_not_utf8_is_quoted_as_git_quotes_it_in_the_json(repo):
+    """SPEC §8 v3: a path that is not valid UTF-8 is reported with Git's own quoting, in paths[] as
+    in outside_scope (the document stays valid UTF-8 JSON)."""
+    write_plan(repo, "demo", {"a": simple("a")})
+    start(repo, "demo")
+    la = provision(repo, "a")
+    (la / "src" / "a").mkdir(parents=True)
+    with open(os.path.join(os.fsencode(la / "src" / "a"), b"bad\xff.txt"), "wb") as fh:
+        fh.write(b"x\n")
+    proc = subprocess.run(["git", "lanes", "diff", "a", "--json"], cwd=repo, capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout.decode("utf-8"))   # strict: raw bytes would not decode
+    assert doc["paths"] == [{"path": '"src/a/bad\\377.txt"', "status": "A"}]
+    assert git(la, "status", "--porcelain", "-uall").strip() == '?? "src/a/bad\\377.txt"'   # as Git quotes it

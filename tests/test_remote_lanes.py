@@ -48,10 +48,13 @@ def run_batch(world: World, *coordinator: str, env: dict[str, str] | None = None
 
 
 def test_a_batch_over_file_transport_completes_with_two_executor_machines(tmp_path):
-    """d's first delivery is wrong and the QA failure limit is 1: its correction goes through the inbox."""
+    """d's first delivery is wrong and the QA failure limit is 1: its correction goes through the inbox.
+    lanes.keepScratch is false: the run that ends the batch removes the scratch pool, as a local run does."""
     world = World(tmp_path)
+    git(world.coord, "config", "lanes.keepScratch", "false")
     try:
         report = run_batch(world, "--qa-failure-limit", "1", env={"EXEC_FAIL_FIRST": "d"})
+        assert "/lanes/scratch/" not in git(world.coord, "worktree", "list", "--porcelain")
         d = next(c for c in report["children"] if c["task_id"] == "d")
         assert d["corrections"] == 1 and d["qa_attempts_seen"] == 2
         assert [i["kind"] for i in report["interventions"]] == ["correction"]

@@ -28,7 +28,7 @@ from ..errors import LanesError, usage
 from ..ids import check_id
 from ..lanehost import remote_timeout, silence
 from ..model import TERMINAL
-from ..run import RunResult, ending, log_dir as run_log_dir, summary_facts
+from ..run import RunResult, drop_scratch, ending, log_dir as run_log_dir, summary_facts
 from ..run.loop import Driver, Stop
 from ..run.prompts import default_correction, failing_checks
 from ..session import Session
@@ -247,6 +247,7 @@ def _finish(coord: Coordinator, log_dir: str) -> RunResult:
         if lrec is not None and lrec.claim is not None:
             driver.track_of(c["task_id"]).sessions = len(lrec.qa_attempts)
     coord.event(f"{coord.remote}: {coord.pulls} pull(s), {coord.pushes} push(es)")
+    drop_scratch(cs, final, driver.progress.event)
     driver.progress.close()
     return ending(final, summary_facts(cs, slug, final, driver, log_dir), interrupted, driver.stop_reason,
                   f"git lanes run {slug} --remote {coord.remote}")

@@ -176,14 +176,20 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
     # the last tick's report when it is the latest word (a batch that ended); else the stored record's
     ended = driver.report.get("batch_state") in TERMINAL + ("needs_human",)
     final = driver.report if ended and not interrupted and not driver.removed else status_report(coord, slug)
+    drop_scratch(coord, final, driver.progress.event)
+    driver.progress.close()
+    return ending(final, summary_facts(coord, slug, final, driver, logs, shlex.quote(executor)), interrupted,
+                  driver.stop_reason, f"git lanes run {slug} --executor {shlex.quote(executor)}")
+
+
+def drop_scratch(coord: Session, final: dict[str, Any], event: Callable[[str], None]) -> None:
+    """A loop that ended its batch removes the scratch pool when `lanes.keepScratch` is false (SPEC §13;
+    `drop_scratch_pool` keeps it while another batch is active)."""
     if final["batch_state"] in TERMINAL and not coord.git.config_bool("lanes.keepScratch", True):
         from ..steward import drop_scratch_pool
 
         for path in drop_scratch_pool(coord):
-            driver.progress.event(f"removed scratch worktree {path} (lanes.keepScratch is false)")
-    driver.progress.close()
-    return ending(final, summary_facts(coord, slug, final, driver, logs, shlex.quote(executor)), interrupted,
-                  driver.stop_reason, f"git lanes run {slug} --executor {shlex.quote(executor)}")
+            event(f"removed scratch worktree {path} (lanes.keepScratch is false)")
 
 
 def ending(final: dict[str, Any], facts: dict[str, Any], interrupted: bool, stop_reason: str | None,

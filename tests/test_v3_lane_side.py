@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from flow import child_of, cli, exists, intent, ok, provision, record, start, write_plan
+from flow import child_of, cli, done, exists, intent, ok, provision, record, start, write_plan
 from git_lanes.ids import shell_syntax
 
 PY = shlex.quote(sys.executable)
@@ -112,6 +112,16 @@ def test_shell_syntax_in_the_setup_command_refuses_provision_and_run(repo):
     assert git(repo, "for-each-ref") == before            # nothing created
     proc = human(repo, "run", "demo", "--executor", "true")
     assert proc.returncode == 2 and "lanes.setupCommand" in proc.stderr
+    # a lane made before the setting: its delivery would be verified with setup, so the tick refuses
+    # before it records anything (not after its lane commit and candidate)
+    git(repo, "config", "--unset", "lanes.setupCommand")
+    lane = provision(repo, "a")
+    done(lane, {"src/a/out.txt": "a\n"})
+    git(repo, "config", "lanes.setupCommand", "npm ci && npm run build")
+    before = git(repo, "for-each-ref")
+    proc = human(repo, "tick")
+    assert proc.returncode == 2 and proc.stderr.startswith("error: lanes.setupCommand 'npm ci && npm run build'")
+    assert git(repo, "for-each-ref") == before and proc.stdout == ""
 
 
 # -- 7. output_tail is plain text ----------------------------------------------------------------------------

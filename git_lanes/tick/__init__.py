@@ -101,6 +101,10 @@ def _locked(t: TickState, steps: Sequence[Step]) -> Outcome:
         finish.terminal(t)
         return finish.report(t)
     t.s.evidence.check()   # a broken notes ref stops the tick before it writes anything
+    if rec.batch_state == "running":
+        from ..workspace import setup_command
+
+        setup_command(t.s)   # shell syntax in it: exit 2 now, not after steps 7-9 wrote (SPEC §2 v3)
     guard = repair.guards(t)
     if guard:
         return guard

@@ -145,7 +145,8 @@ def handoff_command(slug: str, h: dict[str, Any]) -> str:
         return f"git lanes release {task} --slug {_q(slug)}"
     path = _q(h.get("lane_path") or ".")
     if h.get("next_obligation") == "review":
-        return f"git lanes review {task} --slug {_q(slug)} --approve (or --reject -m '…')"
+        return (f"git lanes review {task} --slug {_q(slug)} --approve (or git lanes review {task} --slug {_q(slug)} "
+                "--reject -m '…')")
     return f"git -C {path} lanes task, then work there and run git -C {path} lanes done"
 
 
@@ -157,8 +158,11 @@ def parked_commands(record: BatchRecord) -> list[str]:
         if c.state != "needs_human":
             continue
         task = _q(c.task_id)
-        if record.batch_state == "running":
-            free = f"git lanes resume {slug} {task} (or --restart {task})"
+        if (c.reason or "").startswith("plan_changed"):
+            # SPEC §7 step 1: a resume would park it again; retire and a new start are the way on
+            free = f"git lanes retire {slug} --yes, then git lanes start {slug} --yes"
+        elif record.batch_state == "running":
+            free = f"git lanes resume {slug} {task} (or git lanes resume {slug} --restart {task})"
         else:
             free = f"git lanes resume {slug} --yes (or git lanes resume {slug} --restart {task} --yes)"
         out.append(f"git lanes show {task} --slug {slug}, then {free}")

@@ -160,6 +160,10 @@ def test_intent_edit_inside_scope_fails_closed_at_the_gate(repo):
     a = child(report, "a")
     assert a["state"] == "needs_human" and a["reason"].startswith("plan_changed: a: intent content changed")
     assert git(repo, "rev-parse", "imm/demo").strip() == report["children"][0]["lane"]["base_head"]
+    # a resume would park it again (SPEC §7 step 1): the way on that next_action names is retire and start
+    assert "git lanes show a --slug demo, then git lanes retire demo --yes, then git lanes start demo --yes" \
+        in report["next_action"]
+    assert "git lanes resume demo" not in report["next_action"]
 
 
 def test_a_check_that_fails_only_on_the_candidate(repo):

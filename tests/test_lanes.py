@@ -309,6 +309,7 @@ def test_parallel_mismatch_and_off_branch_guards(running):
     code, report = tick(running, "--max-parallel", "2")
     assert code == 1 and report["batch_state"] == "rejected"
     assert report["reason"].startswith("batch_parallel_mismatch:")
+    assert report["next_action"] == "Nothing was written; fix the cause, then: git lanes tick demo"
     git(running, "switch", "-q", "main")
     code, out, err = lanes(running, "tick", "demo")
     assert code == 1 and "error: batch_coordinator_off_branch:" in err

@@ -658,3 +658,20 @@ def test_a_pull_waits_for_another_fetch_into_its_namespace_then_is_busy_and_writ
                                         "refs/lanes-remotes/origin/ (waited 1 s; lanes.lockTimeout)"), err
     assert refs(clone) == before
     assert set(statuses(ok(clone, "pull")).values()) == {"pulled"}   # the lock free: the pull goes on
+
+
+def test_a_push_whose_lease_failed_on_every_try_reports_remote_moved(world, monkeypatch):
+    """SPEC §14 v3: a lease failure re-pulls and retries, at most 5 times, before reporting
+    `remote_moved` (what the last try left `rejected`), with `error: remote_moved: …`."""
+    import git_lanes.remote as remote
+
+    last = {"remote": "origin", "attempts": 5, "refs": [
+        {"ref": "refs/heads/imm/demo", "status": "rejected", "local": "1" * 40, "remote": "2" * 40},
+        {"ref": "refs/notes/lanes/batch/demo", "status": "up_to_date", "local": "3" * 40, "remote": "3" * 40}]}
+    monkeypatch.setattr(remote, "push_retrying", lambda s, name: json.loads(json.dumps(last)))
+    code, out, err = lanes(world["repo"], "push")
+    assert code == 1
+    assert out.splitlines() == ["remote_moved: refs/heads/imm/demo", "up_to_date: refs/notes/lanes/batch/demo"]
+    assert err.strip() == "error: remote_moved: 1 ref(s) not pushed (diverged or rejected): refs/heads/imm/demo"
+    code, doc = lanes_json(world["repo"], "push")
+    assert code == 1 and statuses(doc)["refs/heads/imm/demo"] == "remote_moved"

@@ -18,7 +18,11 @@ def push_cmd(remote, as_json) -> None:
     """Push git-lanes state, batch and lane branches to REMOTE (atomic, with leases)."""
     from ..remote import push_retrying
 
-    render.replication(push_retrying(session(), remote), "pushed", as_json)
+    doc = push_retrying(session(), remote)
+    for r in doc["refs"]:   # SPEC §14 v3: a lease that failed on every try is reported remote_moved
+        if r["status"] == "rejected":
+            r["status"] = "remote_moved"
+    render.replication(doc, "pushed", as_json)
 
 
 @cli.command("pull")

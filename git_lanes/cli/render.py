@@ -292,12 +292,13 @@ def replication(doc: dict, verb: str, as_json: bool) -> None:
         for r in doc["refs"]:
             say(f"{r['status']}: {r['ref']}")
     statuses = [r["status"] for r in doc["refs"]]
-    if "checked_out" in statuses:
-        err("hint", "a branch checked out in a worktree is never moved by git lanes pull; "
-                    "pull it with git in that worktree")
+    for r in doc["refs"]:
+        if r["status"] == "checked_out":   # git lanes pull never moves it: the command that does, there
+            err("hint", f"{r['ref']} is checked out in a worktree here; in that worktree: "
+                        f"git merge --ff-only {r['remote']}")
     if "remote_ahead" in statuses:
         err("hint", "the remote holds newer values of some refs; run 'git lanes pull' first")
     bad = [r["ref"] for r in doc["refs"] if r["status"] in ("remote_moved", "rejected")]
     if bad:
-        err("error", f"{len(bad)} ref(s) not {verb} (diverged or rejected): " + ", ".join(bad))
+        err("error", f"remote_moved: {len(bad)} ref(s) not {verb} (diverged or rejected): " + ", ".join(bad))
         raise Fail(1)

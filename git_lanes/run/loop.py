@@ -257,8 +257,9 @@ class Driver(Provisioning):
     def _stuck_reason(self, report: dict[str, Any]) -> str:
         reviews = [c["task_id"] for c in report["children"] if c.get("next_obligation") == "review"]
         if reviews:
+            review = f"git lanes review {{t}} --slug {self.slug}"
             return ("waiting for a review verdict on " + ", ".join(reviews) + "; give it with "
-                    + "; ".join(f"git lanes review {t} --slug {self.slug} --approve (or --reject -m '…')"
+                    + "; ".join(f"{review.format(t=t)} --approve (or {review.format(t=t)} --reject -m '…')"
                                 for t in reviews) + ", then run again")
         failed = [t for t, tr in self.track.items() if tr.provision_failures]
         if failed:

@@ -186,7 +186,7 @@ class TickState:
     def reject(self, code: str, detail: str, exit_code: ExitCode = ExitCode.REFUSED) -> Outcome:
         """Report `rejected`: nothing was written."""
         report = build_report(self.record, state="rejected", reason=f"{code}: {detail}", extras=self.extras,
-                              action="Nothing was written; fix the cause and tick again.")
+                              action=f"Nothing was written; fix the cause, then: git lanes tick {self.slug}")
         return Outcome(report.to_json(), int(exit_code), refused(code, detail))
 
     def view(self, task_id: str) -> LaneView:

@@ -4,6 +4,7 @@ lanes.logDir, causal progress, each failure quoted once, a failing setup, a rest
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -225,3 +226,23 @@ def test_run_after_a_batch_that_ended_elsewhere_releases_its_lanes_first(repo):
     assert proc.returncode == 0, proc.stdout + proc.stderr           # not stale_lanes
     assert f"a: released its lane {lane} (integrated)" in proc.stdout
     assert not lane.exists() and git(repo, "for-each-ref", "refs/heads/imm-lane/").strip() == ""
+
+
+def test_the_summary_counts_the_failed_attempts_of_a_lane_a_restart_archived(tmp_path):
+    """SPEC §13: failed attempts are all of them: a lane that failed once, gave up and was restarted
+    counts that failure beside those of its new lane."""
+    root = make_repo(tmp_path / "repo", ["stuck"])
+    gl = lambda cwd, *args: subprocess.run(["git", "lanes", *args], cwd=cwd, capture_output=True, text=True)  # noqa: E731
+    assert gl(root, "start", "drv", "--yes").returncode == 0
+    provisioned = gl(root, "provision", "stuck", "--json")
+    assert provisioned.returncode == 0, provisioned.stderr
+    lane = Path(json.loads(provisioned.stdout)["children"][0]["lane"]["path"])
+    (lane / "src").mkdir(exist_ok=True)
+    (lane / "src" / "stuck.txt").write_text("wrong\n")
+    assert gl(lane, "done").returncode == 1                                  # a failed attempt
+    assert gl(lane, "done", "--give-up", "-m", "cannot").returncode == 0
+    assert gl(root, "tick").returncode == 0
+    assert gl(root, "resume", "drv", "--restart", "stuck", "--yes").returncode == 0
+    again = run(root, "drv", executor(tmp_path))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert table(again.stdout)["stuck"][:3] == ["released", "1", "1"]

@@ -41,15 +41,19 @@ def _passed(report: dict[str, Any]) -> bool:
     return report.get("batch_state") == "completed" and bool(fv) and bool(fv.get("passed"))
 
 
-def _failed_attempts(s: Session, slug: str, batch_id: str, task_id: str) -> int:
-    """Every failed attempt of the child's lane record in this batch (corrections reset `qa_failures`)."""
-    try:
-        lrec, _ = s.lanes.read(slug, task_id)
-    except LanesError:
-        return 0
-    if lrec is None or lrec.batch_id != batch_id:
-        return 0
-    return sum(1 for a in lrec.qa_attempts if not a.passed)
+def _failed_attempts(s: Session, slug: str, batch_id: str, task_id: str, archived: list[str]) -> int:
+    """Every failed attempt of the child in this batch (SPEC §13: all of them, not the counter
+    corrections reset): its lane record's, and those of the lanes `resume --restart` archived
+    (`archived`: their lane records' last state commits)."""
+    failed = 0
+    for tip in [None, *archived]:
+        try:
+            data = s.lanes.read_data(slug, task_id)[0] if tip is None else s.lanes.data_at(slug, task_id, tip)
+        except LanesError:
+            continue
+        if isinstance(data, dict) and data.get("batch_id") == batch_id:
+            failed += sum(1 for a in data.get("qa_attempts", []) if isinstance(a, dict) and a.get("passed") is False)
+    return failed
 
 
 def next_steps(s: Session, slug: str, record, executor: str = "...") -> list[str]:
@@ -86,9 +90,13 @@ def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver 
     mine = snap is not None and snap.record.batch_id == report["batch_id"]
     stored = snap.record.reason if mine else None
     track = driver.track if driver else {}
+    archived: dict[str, list[str]] = {}
+    for a in snap.record.archived_lanes if mine else []:
+        if a.record_tip:
+            archived.setdefault(a.task_id, []).append(a.record_tip)
     rows = [(c["task_id"], c["state"], str(track[c["task_id"]].sessions if c["task_id"] in track else 0),
-             str(_failed_attempts(s, slug, report["batch_id"], c["task_id"])), str(c.get("corrections", 0)),
-             (c.get("commit") or "")[:12])
+             str(_failed_attempts(s, slug, report["batch_id"], c["task_id"], archived.get(c["task_id"], []))),
+             str(c.get("corrections", 0)), (c.get("commit") or "")[:12])
             for c in report["children"]]
     base = snap.record.base_head if snap is not None else None
     branch = BatchBranch(slug)

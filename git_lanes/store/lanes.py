@@ -55,6 +55,10 @@ class LaneStore:
         tip = self.tip(slug, task_id)
         return (self._data(slug, task_id, tip) if tip is not None else None), tip
 
+    def data_at(self, slug: str, task_id: str, commit: str) -> dict[str, Any]:
+        """The record as plain JSON data at one of its state commits (an archived lane's `record_tip`)."""
+        return self._data(slug, task_id, commit)
+
     def _data(self, slug: str, task_id: str, tip: str) -> dict[str, Any]:
         odb = self.git.odb
         try:

@@ -209,6 +209,8 @@ def test_bad_options_exit_2(demo, args):
 def test_not_a_repository_is_fatal(tmp_path):
     code, out, err = lanes(tmp_path, "status")
     assert code == 128 and err.startswith("error: not a git repository")
+    # SPEC §16: a fatal error quotes the failing Git command and its stderr
+    assert "'git rev-parse " in err and "fatal: not a git repository" in err and len(err.splitlines()) == 1
 
 
 def test_contracts_and_schema(demo):

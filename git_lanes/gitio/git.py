@@ -39,9 +39,11 @@ class Git:
             argv.remove("--show-toplevel")
             proc = spawn(argv, start, self._environ)
         if proc.returncode != 0:
-            if b"not a git repository" in proc.stderr:
-                raise LanesError("not a git repository (or any of the parent directories)", exit_code=ExitCode.FATAL)
-            raise GitError(argv, proc.returncode, proc.stderr.decode("utf-8", "replace"))
+            failed = GitError(argv, proc.returncode, proc.stderr.decode("utf-8", "replace"))
+            if b"not a git repository" in proc.stderr:   # said first; the Git command and its stderr after
+                raise LanesError(f"not a git repository (or any of the parent directories): {failed.detail}",
+                                 exit_code=ExitCode.FATAL)
+            raise failed
         lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
         self.git_dir = lines[0]
         self.common_dir = lines[1]

@@ -117,7 +117,8 @@ def prepare(s: Session, slug: str, o: StartOptions) -> Prepared:
         raise refused("batch_child_critical", f"{crit} is risk = \"critical\"; critical tasks are never batched")
     stale = [short_branch(name) for name in git.refs.under(LANE_PREFIX + slug + "/")]
     if stale:
-        raise refused("stale_lanes", ", ".join(sorted(stale)))
+        raise refused("stale_lanes", ", ".join(sorted(stale)),
+                      hint=f"git lanes release --stale {slug}" if last is not None else None)
     if o.executor_runtime:
         mismatch = runtime_mismatch(o.executor_runtime)
         if mismatch:

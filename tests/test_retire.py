@@ -66,7 +66,7 @@ def test_retire_release_stale_and_start_continue_the_branch(repo):
 
     # start refuses while the old lanes are there
     code, doc, err = cli(repo, "start", "demo", "--yes")
-    assert code == 1 and "stale_lanes" in err
+    assert code == 1 and "stale_lanes" in err and "hint: git lanes release --stale demo" in err
     released = ok(repo, "release", "--stale", "demo")
     assert sorted(r["task_id"] for r in released["released"]) == ["a", "b"]
     assert git(repo, "for-each-ref", "refs/heads/imm-lane/") == ""

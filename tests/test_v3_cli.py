@@ -38,6 +38,7 @@ def running(repo: Path) -> Path:
     (("audit", "nosuch"), "no batch and no lane branch for nosuch"),
     (("resume", "demo", "zz"), "zz is not a child"),
     (("show", "zz", "--slug", "demo"), "zz is not a child"),
+    (("revise", "zz", "--slug", "demo", "--intent", "zz.toml"), "not a child of batch"),
 ])
 def test_usage_errors_exit_2_and_write_nothing(running, args, needle):
     before = snapshot_state(running)

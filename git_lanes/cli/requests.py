@@ -75,10 +75,15 @@ def review_cmd(task, slug, approve, reject, message, as_json) -> None:
 @json_option
 def revise_cmd(task, slug, intent_file, yes, as_json) -> None:
     """Propose a revised intent for an enrolled child (a tick carrying it)."""
+    from ..ids import check_id
     from ..revise import read_request
+    from ..status import check_tasks
     from ..tick import Request, run_tick
 
+    check_id(task, "task id")
     s = session()
+    slug = s.choose_slug(slug)
+    check_tasks(s, slug, [task])   # a task the batch does not have: exit 2 (SPEC §6), before any prompt
     req = read_request(task, intent_file, yes=yes, interactive=sys.stdin.isatty() and sys.stderr.isatty(),
                        confirm=lambda text: click.confirm(text, default=False, err=True))
-    render.outcome(run_tick(s, s.choose_slug(slug), Request(revision=req, actor="revise")), as_json)
+    render.outcome(run_tick(s, slug, Request(revision=req, actor="revise")), as_json)

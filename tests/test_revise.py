@@ -296,9 +296,9 @@ def test_every_refusal_writes_nothing(repo, tmp_path):
         assert refusal["reason"].startswith("batch_revision_refused: ") and refusal["fallback"]
         assert "revisions" not in report
         assert world(repo, la, lb) == before, needle
-    # a child that is not enrolled
+    # a task the batch does not have: a usage error (SPEC §6), nothing on stdout
     code, report, err = cli(repo, "revise", "gamma", "--intent", propose(tmp_path, variant(), "g.toml"))
-    assert code == 1 and "gamma is not a child" in report["lane_revision"]["reason"]
+    assert code == 2 and report is None and err.startswith("error: not a child of batch ") and "gamma" in err
     # bad input: exit 2, nothing on stdout, nothing written
     bad = propose(tmp_path, variant().replace("revision = 2", 'revision = "2"'), "bad.toml")
     code, report, err = cli(repo, "revise", "alpha", "--intent", bad)

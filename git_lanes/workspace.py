@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 from typing import TYPE_CHECKING
 
@@ -152,8 +153,24 @@ def _clear_leftover(s: "Session", branch: LaneBranch, base: str, task_id: str, s
             "changes in " + ", ".join(f"{e.xy.strip()} {e.path}" for e in s.git.work.status(wt.path)[:3])
         raise refused("batch_lane_branch_exists", f"{branch.name} exists already, with work of its own ({what}); "
                                                   f"release it first (git lanes release {task_id} --slug {slug})")
+    if not _provisioned(s, branch, task_id):   # SPEC §6: provision refuses an existing branch not its own
+        undo = (f"git worktree remove {shlex.quote(wt.path)} && " if wt is not None else "") + \
+            f"git branch -D {branch.name}"
+        raise refused("batch_lane_branch_exists", f"{branch.name} exists already and no provision made it",
+                      hint=undo)
     s.warn(f"removing the lane {branch.name} an interrupted provision left" + (f" at {wt.path}" if wt else ""))
     remove_lane(s, wt.path if wt is not None else "", branch.name, force=True)
+
+
+def _provisioned(s: "Session", branch: LaneBranch, task_id: str) -> bool:
+    """Whether a provision made the branch: the first entry of its reflog is the one `create_lane`
+    writes (no reflog to read, as in a reftable repository: not provably ours)."""
+    try:
+        with open(os.path.join(s.git.common_dir, "logs", branch.ref), "rb") as fh:
+            first = fh.readline()
+    except OSError:
+        return False
+    return first.rstrip(b"\n").partition(b"\t")[2] == f"git-lanes: provision {task_id}".encode()
 
 
 def _moving_to(s: "Session", path: str, tip: str | None, base: str) -> bool:

@@ -620,7 +620,7 @@ def test_a_provision_killed_inside_git_worktree_add_is_continued(worlds):
     rec = record(w.repo)
     base = git(w.repo, "rev-parse", f"imm/{SLUG}").strip()
     path = w.lanes / "half-made" / "core"
-    git(w.repo, "branch", f"imm-lane/{SLUG}/core", base)
+    git(w.repo, "update-ref", "-m", "git-lanes: provision core", f"refs/heads/imm-lane/{SLUG}/core", base, "")
     git(w.repo, "worktree", "add", "--no-checkout", str(path), f"imm-lane/{SLUG}/core")
     git(w.repo, "worktree", "lock", "--reason", "initializing", str(path))
     assert child(rec, "core")["state"] == "pending"
@@ -663,7 +663,8 @@ def test_a_lane_removal_killed_half_way_is_cleared_by_the_next_provision(worlds,
     prep, w = fresh(worlds, "provision")
     base = git(w.repo, "rev-parse", f"imm/{SLUG}").strip()
     path = w.lanes / "half-removed" / "core"
-    git(w.repo, "worktree", "add", "-q", "-b", f"imm-lane/{SLUG}/core", str(path), base)
+    git(w.repo, "update-ref", "-m", "git-lanes: provision core", f"refs/heads/imm-lane/{SLUG}/core", base, "")
+    git(w.repo, "worktree", "add", "-q", str(path), f"imm-lane/{SLUG}/core")   # as create_lane made it
     tracked = git(path, "ls-files").split()
     assert tracked
     for name in tracked[: max(1, len(tracked) // 2)]:
@@ -739,7 +740,9 @@ def test_a_spare_lane_fast_forward_killed_after_its_index_write_is_cleared(world
     head = git(w.repo, "rev-parse", f"imm/{SLUG}").strip()
     old = git(w.repo, "rev-parse", f"imm/{SLUG}~1").strip()   # the spare lane was made one commit ago
     path = w.lanes / "spare" / "core"
-    git(w.repo, "worktree", "add", "-q", "-b", f"imm-lane/{SLUG}/core", str(path), old)
+    # made as create_lane makes a lane (its branch's reflog starts with the provision's entry)
+    git(w.repo, "update-ref", "-m", "git-lanes: provision core", f"refs/heads/imm-lane/{SLUG}/core", old, "")
+    git(w.repo, "worktree", "add", "-q", str(path), f"imm-lane/{SLUG}/core")
     git(path, "read-tree", "-m", "-u", old, head)   # what the merge did before it died
     if killed == "inside-the-checkout":
         git(path, "read-tree", old)                  # the files written, the index not yet

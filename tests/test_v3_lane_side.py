@@ -232,3 +232,23 @@ def test_release_prints_what_it_removed_and_leaves_no_empty_folder(repo, hermeti
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     proc = human(repo, "release", "--stale", "demo")
     assert proc.returncode == 0 and proc.stdout == "nothing to release\n"
+
+
+def test_provision_refuses_a_lane_branch_it_did_not_make_and_touches_nothing(repo):
+    """SPEC §6: provision creates the lane branch, refusing an existing one. Only the leftover of a
+    killed provision (its branch's reflog starts with the provision's own entry) is cleared."""
+    write_plan(repo, "demo", {"a": intent("a")})
+    start(repo, "demo")
+    git(repo, "branch", "imm-lane/demo/a", "imm/demo")                 # someone's, not a provision's
+    other = repo.parent / "by-hand"
+    git(repo, "worktree", "add", "-q", str(other), "imm-lane/demo/a")
+    before = git(repo, "for-each-ref"), git(repo, "worktree", "list", "--porcelain")
+    proc = human(repo, "provision", "a")
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [
+        "error: batch_lane_branch_exists: imm-lane/demo/a exists already and no provision made it",
+        f"hint: git worktree remove {other} && git branch -D imm-lane/demo/a"]
+    assert (git(repo, "for-each-ref"), git(repo, "worktree", "list", "--porcelain")) == before and other.is_dir()
+    git(repo, "worktree", "remove", str(other))                        # the hint, pasted
+    git(repo, "branch", "-D", "imm-lane/demo/a")
+    assert human(repo, "provision", "a").returncode == 0

@@ -675,3 +675,22 @@ def test_a_push_whose_lease_failed_on_every_try_reports_remote_moved(world, monk
     assert err.strip() == "error: remote_moved: 1 ref(s) not pushed (diverged or rejected): refs/heads/imm/demo"
     code, doc = lanes_json(world["repo"], "push")
     assert code == 1 and statuses(doc)["refs/heads/imm/demo"] == "remote_moved"
+
+
+def test_a_record_that_diverged_is_never_pushed_over_even_when_the_reflog_held_the_remote_value(world):
+    """SPEC §14: never a blind force; each ref has one writer. A batch record (it only grows) that
+    diverged from the remote is remote_moved, even when this clone's reflog once held the remote's
+    value (only a lane branch is replaced by its writer: `rewound`)."""
+    repo, bare = world["repo"], world["bare"]
+    ok(repo, "push")
+    clone = clone_of(world)
+    ok(clone, "pull")
+    ref = "refs/notes/lanes/batch/demo"
+    remote_value = refs(bare)[ref]
+    tree = git(clone, "write-tree").strip()
+    stray = git(clone, "commit-tree", tree, "-m", "not a record").strip()
+    git(clone, "update-ref", ref, stray)          # the pulled value is in this ref's reflog
+    code, doc = lanes_json(clone, "push")
+    assert code == 1 and statuses(doc)[ref] == "remote_moved" and "rewound" not in next(
+        r for r in doc["refs"] if r["ref"] == ref)
+    assert refs(bare)[ref] == remote_value

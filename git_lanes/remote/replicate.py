@@ -24,9 +24,10 @@ push [REMOTE] (default `origin`), per local ref of the three families, against t
 remote value:
   - `up_to_date`     equal; nothing is sent;
   - `pushed`         absent there, or an ancestor of ours: sent (fast-forward); also when the
-                     remote value is one this very ref held before (it is in the local ref's
-                     reflog: we wrote it, e.g. the coordinator's lane commit replacing the
-                     executor's tip), reported with `"rewound": true`;
+                     remote value is one this very lane branch held before (it is in the local
+                     ref's reflog: we wrote it, e.g. the coordinator's lane commit replacing the
+                     executor's tip), reported with `"rewound": true` (a record, the evidence
+                     or a batch branch only grows: diverged, it is `remote_moved`);
   - `remote_ahead`   ours is an ancestor of the remote's: nothing to send (pull it); also a lane
                      branch whose remote value is the lane commit the batch record names while
                      ours is its base or a recorded executor commit (the coordinator replaced it);
@@ -76,7 +77,7 @@ import os
 from typing import Any, Callable
 
 from ..errors import refused, usage
-from ..gitio import Git, RefRaceError, branch_ref
+from ..gitio import LANE_BRANCH_PREFIX, Git, RefRaceError, branch_ref
 from ..gitio.transport import fetch_mirror, push_atomic
 from ..session import Session
 from ..store import fetch_lock
@@ -216,7 +217,9 @@ def push(s: Session, remote: str = "origin", only: Callable[[str], bool] | None 
             item = _item(ref, "remote_ahead", ours, theirs)
         elif relation in ("ahead", "diverged") and theirs is not None and records.replaced_elsewhere(ref, ours):
             item = _item(ref, "replaced", ours, theirs)
-        elif relation == "diverged" and git.refs.held_before(ref, theirs):
+        elif relation == "diverged" and ref.startswith(LANE_BRANCH_PREFIX) and git.refs.held_before(ref, theirs):
+            # only a lane branch is ever replaced by its writer (the lane commit over the executor's
+            # tip); a record, the evidence or a batch branch only grows: diverged is remote_moved
             item = _item(ref, "pushed", ours, theirs, rewound=True)
         else:
             status = {"same": "up_to_date", "ahead": "pushed", "behind": "remote_ahead"}.get(relation, "remote_moved")

@@ -128,6 +128,7 @@ def free(child: "Child", state: str, *, at: str | None = None, attempt: int | No
     child.reason = None
     child.qa_failures = 0
     child.correction_due = None
+    child.gate_results = []   # they told why it was parked; it is not any more
     if at is not None:
         child.resumed_at = at
 

@@ -188,6 +188,10 @@ def test_failing_gate_results_stay_in_the_record_and_show_prints_them(repo):
     assert "gate said no" in result["output_tail"]
     shown = lanes_json(repo, "show", "a")[1]
     assert shown["child"]["gate_results"][0]["output_tail"] == result["output_tail"]
+    # resumed (its lane still delivers a passed attempt): no longer parked, so no gate results
+    flag.unlink()
+    code, resumed = lanes_json(repo, "resume", "demo", "--yes")
+    assert code == 0 and "gate_results" not in child(resumed, "a") and child(resumed, "a")["state"] == "integrated"
 
 
 def test_evidence_notes_keep_the_last_20_lines_of_each_check(repo):

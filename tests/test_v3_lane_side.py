@@ -231,7 +231,7 @@ def test_release_prints_what_it_removed_and_leaves_no_empty_folder(repo, hermeti
     assert proc.returncode == 0 and scratch and len(scratch) == len(proc.stdout.splitlines())
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     proc = human(repo, "release", "--stale", "demo")
-    assert proc.returncode == 0 and proc.stdout == "nothing to release\n"
+    assert proc.returncode == 0 and proc.stdout == ""          # SPEC §6: what it removed, nothing else
 
 
 def test_provision_refuses_a_lane_branch_it_did_not_make_and_touches_nothing(repo):

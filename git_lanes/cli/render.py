@@ -280,8 +280,7 @@ def released(doc: dict) -> None:
         say(f"removed scratch worktree {path}")
     for item in doc.get("skipped", []):
         err("warning", f"kept the lane of {item['task_id']}: {item['reason']}")
-    if not doc.get("released") and not doc.get("skipped") and not doc.get("scratch"):
-        say("nothing to release")
+    # nothing removed: nothing on stdout (SPEC §6: what they removed, and nothing else)
 
 
 def replication(doc: dict, verb: str, as_json: bool) -> None:

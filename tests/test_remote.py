@@ -349,6 +349,9 @@ def test_join_refusals(world):
     first = ok(clone, "join", "b", "--path", str(world["tmp"] / "one"))   # the slug is found after the pull
     again = ok(clone, "join", "demo", "b")
     assert again["already_joined"] is True and again["claim"] == first["claim"]
+    assert ok(clone, "join", "b", "--slug", "demo")["claim"] == first["claim"]   # --slug, as every task command
+    code, out, err = lanes(clone, "join", "other", "b", "--slug", "demo")
+    assert code == 2 and "--slug demo and the slug argument other differ" in err
     other = world["tmp"] / "clone2"
     git(world["tmp"], "clone", "-q", str(world["bare"]), str(other))
     code, out, err = lanes(other, "join", "demo", "b")

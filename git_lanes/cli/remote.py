@@ -39,13 +39,19 @@ def pull_cmd(remote, as_json) -> None:
 @click.argument("first", metavar="[<slug>]", shell_complete=complete_slugs)
 @click.argument("task", required=False, metavar="<task>", shell_complete=complete_tasks)
 @click.option("--remote", default="origin", show_default=True, help=REMOTE_HELP)
+@click.option("--slug", "slug_opt", default=None, shell_complete=complete_slugs, help="The initiative.")
 @path_option
 @json_option
-def join_cmd(first, task, remote, path, as_json) -> None:
+def join_cmd(first, task, remote, slug_opt, path, as_json) -> None:
     """Claim, in this clone, the lane a pulled provision handoff names."""
+    from ..errors import usage
     from ..remote.claims import join
 
     slug, task = (None, first) if task is None else (first, task)
+    if slug_opt is not None:   # SPEC §6: every command that names a task takes --slug
+        if slug is not None and slug != slug_opt:
+            raise usage(f"--slug {slug_opt} and the slug argument {slug} differ")
+        slug = slug_opt
     doc = join(session(), slug, task, path, remote=remote)
     if as_json:
         render.emit_json(doc)

@@ -184,8 +184,15 @@ class Scratch:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             work.add(self.path, commit, detach=True, split_index=True)
             self.s.forget_worktrees()
-            self._copy()
-            self._setup(slug, batch_id)
+            try:
+                self._copy()
+                self._setup(slug, batch_id)
+            except BaseException:
+                # never kept half set up: the next move makes it anew, setup included (a worktree kept
+                # after a failed setup would run the next candidate's checks without it)
+                self.discard()
+                self.s.forget_worktrees()
+                raise
             return self.path
         work.checkout_detached(self.path, commit, split_index=True)
         work.clean(self.path, self._keep())

@@ -155,8 +155,17 @@ def test_the_scratch_copies_come_from_the_coordinator_and_follow_a_lanes_copy_se
     assert (repo / ".git" / "lanes" / "scratch" / "0" / ".env").read_text() == "COORD\n"
 
 def test_a_failing_setup_in_the_scratch_parks_the_child(repo):
-    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"]}])
+    """...and leaves no half set-up worktree: once setup is fixed, the next verification sets a
+    scratch worktree up again (the check needs what setup makes, and no lanes.keep names it)."""
+    (repo / ".gitignore").write_text("deps/\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-q", "-m", "ignore deps")
+    needs_deps = f"{PY} -c \"import pathlib,sys; sys.exit(0 if pathlib.Path('deps/ok').exists() else 1)\""
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": needs_deps}])
     assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    good = repo.parent / "good.py"
+    good.write_text("import pathlib\npathlib.Path('deps').mkdir()\npathlib.Path('deps/ok').write_text('ok')\n")
+    git(repo, "config", "lanes.setupCommand", f"{PY} {good}")   # the lane is set up fine
     lane = provision(repo, "a")
     finish(lane, {"src/a/x": "a"})
     fail = repo.parent / "fail.py"
@@ -167,6 +176,10 @@ def test_a_failing_setup_in_the_scratch_parks_the_child(repo):
     assert a["state"] == "needs_human"
     assert a["reason"] == "batch_integration_setup_failed: exit 3: resolving deps | npm ERR! missing: bundt"
     assert git(repo, "rev-parse", "imm/demo") == git(repo, "rev-parse", "main")
+    assert "/lanes/scratch/" not in git(repo, "worktree", "list", "--porcelain")   # not kept half set up
+    git(repo, "config", "lanes.setupCommand", f"{PY} {good}")
+    code, report = lanes_json(repo, "resume", "demo", "--yes")
+    assert code == 0 and child(report, "a")["state"] == "integrated", child(report, "a")["reason"]
 
 
 def test_failing_gate_results_stay_in_the_record_and_show_prints_them(repo):

@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..checks import failure_line
 from ..decisions.admission import MAX_OFFERS
 from ..decisions.instruction import MAX_TEXT, InstructionRequest
-from ..checks import failure_line
 from ..errors import LanesError
 from ..procs import kill_all
 from ..procs import run as run_process

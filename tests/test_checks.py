@@ -350,7 +350,8 @@ NODE_TEST = """not ok 1 - sum
 
 
 @pytest.mark.parametrize("tail, line", [
-    ("....F\n\nFAILED tests/test_a.py::test_x - assert 1 == 2\n1 failed, 4 passed in 0.21s\n", "1 failed, 4 passed in 0.21s"),
+    ("....F\n\nFAILED tests/test_a.py::test_x - assert 1 == 2\n1 failed, 4 passed in 0.21s\n",
+     "1 failed, 4 passed in 0.21s"),
     (NODE_TEST, "# fail 1"),
     ("Tests:       1 failed, 3 passed, 4 total\nTime:        0.8 s\nRan all test suites.\n",
      "Tests:       1 failed, 3 passed, 4 total"),

@@ -64,7 +64,8 @@ def test_a_mismatching_manifest_refuses_start_and_writes_nothing(repo, tmp_path)
     before = world(repo)
     code, doc, err = cli(repo, "start", "demo", "--yes", "--executor-runtime", str(manifest))
     assert code == 1 and doc["refused"] is True and doc["code"] == "batch_runtime_contract_mismatch"   # SPEC §6
-    assert err.strip() == "error: " + doc["reason"] == expected_refusal(manifest, "lane_record: git_lanes/lane_record/v1 != "
+    assert err.strip() == "error: " + doc["reason"]
+    assert err.strip() == expected_refusal(manifest, "lane_record: git_lanes/lane_record/v1 != "
                                                      "git_lanes/lane_record/v2; store_layout: "
                                                      "git_lanes/store_layout/v1 != git_lanes/store_layout/v3")
     assert world(repo) == before

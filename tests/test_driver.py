@@ -222,7 +222,6 @@ def test_a_report_older_than_one_already_noted_prints_nothing_again():
     assert lines == ["t1: integrated " + "c" * 12, "t1: lane released"]
 
 
-
 def test_a_release_waits_while_a_landing_is_verified_unless_too_many_lanes_wait():
     """A release holds the slug's lock the verifier takes next to land: between sessions, the driver
     makes spare lanes, and releases only while no verifier runs, or when more lanes wait than a wave."""
@@ -252,6 +251,8 @@ def test_a_release_waits_while_a_landing_is_verified_unless_too_many_lanes_wait(
         d.verifier.join()
     d.releases = [{"task_id": "a"}]
     assert d._chore() is not None                    # the verifier ended: the release goes on
+
+
 def test_executor_that_only_edits_files_gets_done_run_for_it(tmp_path, executor):
     root = make_repo(tmp_path / "repo", ["alpha", "beta"], blocked={"beta": ["alpha"]})
     prompts = tmp_path / "prompts"
@@ -348,6 +349,7 @@ def test_a_child_parked_on_its_candidate_shows_what_failed_there(tmp_path, execu
     lines = proc.stdout.splitlines()
     parked = next(i for i, line in enumerate(lines) if line.startswith("a: parked: batch_integration_check_failed"))
     assert lines[parked + 1] == "a:   a:A1 (exit 1): error: the tool is missing here"
+
 
 def test_sessions_that_deliver_nothing_twice_give_the_lane_up(tmp_path, executor):
     root = make_repo(tmp_path / "repo", ["idle"])

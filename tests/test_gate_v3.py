@@ -134,6 +134,7 @@ def test_lanes_copy_reaches_the_scratch_worktree_is_kept_there_and_made_again_wh
             subprocess.run(removes, shell=True, cwd=scratch, check=True)   # as a check of the rerun could
     assert report["batch_state"] == "completed", report["reason"]
 
+
 def test_the_scratch_copies_come_from_the_coordinator_and_follow_a_lanes_copy_set_later(repo):
     """The scratch worktree's copies are the coordinator's (not those of the worktree a tick runs in),
     and a `lanes.copy` set after the pool exists reaches it at the next rerun."""
@@ -153,6 +154,7 @@ def test_the_scratch_copies_come_from_the_coordinator_and_follow_a_lanes_copy_se
     code, report = lanes_json(lane, "tick")   # a tick run from inside the lane
     assert code == 0 and child(report, "b")["state"] == "integrated", child(report, "b")["reason"]
     assert (repo / ".git" / "lanes" / "scratch" / "0" / ".env").read_text() == "COORD\n"
+
 
 def test_a_failing_setup_in_the_scratch_parks_the_child(repo):
     """...and leaves no half set-up worktree: once setup is fixed, the next verification sets a

@@ -423,8 +423,9 @@ def _result(worker: Worker) -> RunResult:
     state = report["batch_state"]
     result = RunResult(report, 0, None, facts)
     if worker.interrupted.is_set():
-        result.exit_code, result.error = 1, (f"interrupted; the lanes of this clone stay as they are: run "
-                                            f"'git lanes work {slug} --remote {worker.remote} ...' again")
+        result.exit_code = 1
+        result.error = (f"interrupted; the lanes of this clone stay as they are: run "
+                        f"'git lanes work {slug} --remote {worker.remote} ...' again")
     elif state == "needs_human":
         result.exit_code, result.error = 1, f"batch_needs_human: {report.get('reason')}"
     elif state in TERMINAL and state != "completed":

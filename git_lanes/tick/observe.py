@@ -80,7 +80,8 @@ def _review(t: TickState, task_id: str, verdict: str, text: str | None) -> None:
     if child is None or view is None or view.next_obligation != "review":
         detail = f"{task_id} has no open review"
         report = build_report(rec, state="rejected", reason=f"batch_review_not_open: {detail}", extras=t.extras,
-                              action=f"Nothing was written; see which lane waits for a review: git lanes status {t.slug}")
+                              action="Nothing was written; see which lane waits for a review: "
+                                     f"git lanes status {t.slug}")
         raise refused("batch_review_not_open", detail, report=report.to_json())
     attempt = t.attempts.get(task_id)
     rec.reviews.append(Review(at=t.s.clock(), task_id=task_id, verdict=verdict, text=text,

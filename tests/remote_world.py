@@ -205,6 +205,24 @@ class World:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, 9)
                 proc.wait(timeout=10)
+        self.kill_executors()
+
+    def kill_executors(self, clone: str | None = None) -> None:
+        """SIGKILL this world's executors (of `clone`, else of every machine). A session runs in a
+        process group of its own, so killing a `work` loop's group leaves its executor running,
+        where a machine that died would take it along; no test leaves one behind."""
+        script = os.fsencode(str(self.script))
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    argv = fh.read().split(b"\0")
+                with open(f"/proc/{pid}/environ", "rb") as fh:
+                    env = fh.read().split(b"\0")
+            except OSError:
+                continue
+            if script in argv and (clone is None or f"EXEC_CLONE={clone}".encode() in env):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), 9)
 
     def status(self, where: str | None = None) -> dict:
         return json.loads(self.lanes(where, "status", self.slug, "--json").stdout)

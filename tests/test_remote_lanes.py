@@ -112,6 +112,7 @@ def test_a_machine_killed_mid_task_is_parked_lost_restarted_and_finished_by_the_
         assert git(world.server, "log", "-1", "--format=%s", half_done).strip() == "half of a"
         west_work = world.work("west")
         os.killpg(east_work.pid, signal.SIGKILL)           # the machine dies: loop, session, executor
+        world.kill_executors("east")
         east_work.wait(timeout=10)
         code, out = world.finish(coord, timeout=60)
         assert code == 1 and "batch_needs_human" in out, world.logs()

@@ -121,20 +121,17 @@ class Scratch:
                 os.unlink(name)
 
     @staticmethod
-    def _paths(name: str) -> list[str]:
+    def _load(name: str):
+        """The JSON value a `.keep` or `.copied` file holds (None: no file, or not JSON)."""
         try:
             with open(name, encoding="utf-8") as fh:
-                value = json.load(fh)
-            return [p for p in value if isinstance(p, str)] if isinstance(value, list) else []
+                return json.load(fh)
         except (OSError, ValueError):
-            return []
+            return None
 
     def _setup_kept(self) -> list[str]:
-        return self._paths(self._kept_file)
-
-    def _keep(self) -> list[str]:
-        return (self.git.config_all("lanes.keep") + self.git.config_all("lanes.copy")
-                + [f"/{p}" for p in self._setup_kept()])
+        value = self._load(self._kept_file)
+        return [p for p in value if isinstance(p, str)] if isinstance(value, list) else []
 
     def _copy(self) -> None:
         """The coordinator's `lanes.copy` files, those missing here (SPEC §6 v3: kept as if listed in
@@ -150,11 +147,7 @@ class Scratch:
 
     def _copies_stale(self) -> bool:
         """Whether `lanes.copy` changed since the copies were made, or a copied path is gone."""
-        try:
-            with open(self._copied_file, encoding="utf-8") as fh:
-                made = json.load(fh)
-        except (OSError, ValueError):
-            made = None
+        made = self._load(self._copied_file)
         if not isinstance(made, dict) or made.get("patterns") != self.git.config_all("lanes.copy"):
             return bool(self.git.config_all("lanes.copy")) or made is not None
         paths = made.get("paths")
@@ -195,10 +188,10 @@ class Scratch:
                 raise
             return self.path
         work.checkout_detached(self.path, commit, split_index=True)
-        work.clean(self.path, self._keep())
+        keep = self.git.config_all("lanes.keep") + [f"/{p}" for p in self._setup_kept()]
+        work.clean(self.path, keep + self.git.config_all("lanes.copy"))   # copies are kept as lanes.keep
         if self._copies_stale():
             self._copy()   # a check removed one, lanes.copy changed, or a worktree of a build that did not copy
-        keep = self.git.config_all("lanes.keep") + [f"/{p}" for p in self._setup_kept()]
         literal = [p.strip().strip("/") for p in keep if p.strip() and not any(ch in p for ch in "*?[")]
         if any(not os.path.exists(os.path.join(self.path, p)) for p in literal):
             self._setup(slug, batch_id)

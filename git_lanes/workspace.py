@@ -163,14 +163,10 @@ def _clear_leftover(s: "Session", branch: LaneBranch, base: str, task_id: str, s
 
 
 def _provisioned(s: "Session", branch: LaneBranch, task_id: str) -> bool:
-    """Whether a provision made the branch: the first entry of its reflog is the one `create_lane`
-    writes (no reflog to read, as in a reftable repository: not provably ours)."""
-    try:
-        with open(os.path.join(s.git.common_dir, "logs", branch.ref), "rb") as fh:
-            first = fh.readline()
-    except OSError:
-        return False
-    return first.rstrip(b"\n").partition(b"\t")[2] == f"git-lanes: provision {task_id}".encode()
+    """Whether a provision made the branch: the oldest entry of its reflog is the one `create_lane`
+    writes (no reflog, `core.logAllRefUpdates=false`: not provably ours)."""
+    subjects = s.git.refs.reflog(branch.ref, "%gs")
+    return bool(subjects) and subjects[-1] == f"git-lanes: provision {task_id}"
 
 
 def _moving_to(s: "Session", path: str, tip: str | None, base: str) -> bool:

@@ -217,10 +217,14 @@ class Refs:
     def delete(self, ref: str, old: str, reason: str) -> None:
         self.update([(ref, None, old)], reason)
 
+    def reflog(self, ref: str, fmt: str) -> list[str]:
+        """`git reflog show --format=<fmt> <ref>`, newest first ([] when the ref has no reflog)."""
+        proc = self.git.run("reflog", "show", f"--format={fmt}", ref, "--", check=False)
+        return proc.stdout.decode("utf-8", "replace").splitlines() if proc.returncode == 0 else []
+
     def held_before(self, ref: str, oid: str) -> bool:
         """Whether the local ref once held `oid` (its reflog says so)."""
-        proc = self.git.run("reflog", "show", "--format=%H", ref, "--", check=False)
-        return proc.returncode == 0 and oid in proc.stdout.decode().split()
+        return oid in self.reflog(ref, "%H")
 
     def valid_name(self, ref: str) -> bool:
         return self.git.run("check-ref-format", ref, check=False).returncode == 0

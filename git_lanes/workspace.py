@@ -237,12 +237,21 @@ def remove_lane(s: "Session", path: str, branch: str, keep_branch: bool = False,
 
 def drop_left_branch(s: "Session", branch: str, lane_commit: str | None, keep: bool = False) -> bool:
     """The branch of a lane whose worktree is gone, as a release killed between the two removals left
-    it: deleted (unless `keep`) when it is still on its lane commit and checked out nowhere. True
+    it: deleted (unless `keep`) when it is still on its lane commit and checked out nowhere (a
+    worktree entry whose folder is gone does not count: it is pruned). True
     when the lane's branch is gone now or kept on request; False when it moved on, is checked out or
     moved meanwhile (someone's, not ours to drop)."""
     ref = branch_ref(branch)
-    if s.worktrees(refresh=True).on(ref) is not None:
-        return False
+    wt = s.worktrees(refresh=True).on(ref)
+    if wt is not None:
+        if not wt.prunable or os.path.lexists(wt.path):
+            return False
+        # a `git worktree remove` killed after the folder went, before Git's own entry did: that entry
+        # still "checks the branch out"; pruned, as the removal would have finished
+        s.git.work.prune()
+        s.forget_worktrees()
+        if s.worktrees().on(ref) is not None:
+            return False
     tip = s.git.refs.resolve(ref)
     if tip is None or keep and tip == lane_commit:
         return True

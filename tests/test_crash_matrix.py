@@ -783,3 +783,20 @@ def test_a_release_killed_after_the_worktree_went_leaves_no_branch_once_a_tick_r
     assert child(record(w.repo), task)["state"] == "released"
     assert git(w.repo, "for-each-ref", f"refs/heads/imm-lane/{SLUG}/{task}") == ""
     must(lanes_proc(w.repo, "audit", env=prep.env), "audit")
+
+
+def test_a_release_killed_after_the_folder_went_but_before_gits_entry_leaves_no_stale_branch(worlds):
+    """`git worktree remove` deletes the folder, then its own entry: killed between, the entry (now
+    prunable) still has the lane branch checked out. The tick records the child released, and the
+    branch goes all the same: left, it would be `stale_lanes` for every next batch (kill soak)."""
+    prep, w = fresh(worlds, "release")
+    rec = record(w.repo)
+    task = next(c["task_id"] for c in rec["children"] if c["state"] == "integrated" and c["lane"].get("path"))
+    path = Path(child(rec, task)["lane"]["path"])
+    shutil.rmtree(path)
+    assert "prunable" in git(w.repo, "worktree", "list", "--porcelain")
+    must(lanes_proc(w.repo, "tick", "--json", env=prep.env), "tick")
+    assert child(record(w.repo), task)["state"] == "released"
+    assert git(w.repo, "for-each-ref", f"refs/heads/imm-lane/{SLUG}/{task}") == ""
+    assert str(path) not in git(w.repo, "worktree", "list", "--porcelain")
+    must(lanes_proc(w.repo, "audit", env=prep.env), "audit")

@@ -7,6 +7,7 @@ taken); `apply_revision` decides it inside a tick (step C.6) and records an appr
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -95,7 +96,8 @@ def apply_revision(s: Session, record: BatchRecord, request: RevisionRequest, at
     change = classify(current.intent, proposed)
     decision = decide(task_id, change, fixed_refusals(current.intent, proposed, change),
                       granted=record.revision_delegation is not None, yes=request.yes,
-                      interactive=request.interactive and request.confirm is not None)
+                      interactive=request.interactive and request.confirm is not None,
+                      intent_file=shlex.quote(request.file))
     if decision.actor is None:
         return _refusal(task_id, decision.refusal or "refused", decision.fallback or "")
     confirmation_ref = None

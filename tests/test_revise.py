@@ -4,6 +4,7 @@ through the real CLI: revise -> the lane's next done -> gate -> reseal -> the ne
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -253,12 +254,15 @@ def test_breaking_revision_without_grant_and_without_yes_or_terminal_is_refused(
     narrowed = intent("alpha", revision=2, scope=["src/alpha/out.txt"],
                       acceptance=[("A1", "out exists", exists("src/alpha/out.txt"))])
     before = world(repo, la, lb)
-    code, report, err = cli(repo, "revise", "alpha", "--intent", propose(tmp_path, narrowed))
+    path = propose(tmp_path, narrowed)
+    code, report, err = cli(repo, "revise", "alpha", "--intent", path)
     assert code == 1
     refusal = report["lane_revision"]
     assert refusal["accepted"] is False and refusal["task_id"] == "alpha"
     assert refusal["reason"].startswith("batch_revision_refused: alpha: a breaking revision (scope narrowed)")
-    assert "--yes" in refusal["fallback"]
+    # the fallback names the file given, so the command pastes as it is
+    assert f"git lanes revise alpha --intent {shlex.quote(str(path))}' at a terminal, or with --yes" \
+        in refusal["fallback"]
     assert err.startswith("error: batch_revision_refused: alpha: a breaking revision")
     assert world(repo, la, lb) == before
     # the same file with --yes: approved as the user

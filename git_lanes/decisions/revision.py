@@ -162,7 +162,7 @@ def describe(change: Change) -> str:
 
 
 def decide(task_id: str, change: Change, fixed: list[str], *, granted: bool, yes: bool,
-           interactive: bool) -> Decision:
+           interactive: bool, intent_file: str = "FILE") -> Decision:
     """Who approves the change, or the refusal (reason text after `batch_revision_refused: `).
 
     Order: what nobody may change; compatible → executor; breaking inside the envelope under a
@@ -182,8 +182,8 @@ def decide(task_id: str, change: Change, fixed: list[str], *, granted: bool, yes
         return Decision(actor="user")
     if interactive:
         return Decision(actor="user", needs_person=True)
-    person = (f"a person approves it: run 'git lanes revise {task_id} --intent FILE' at a terminal, "
-              f"or with --yes")
+    person = (f"a person approves it: run 'git lanes revise {task_id} --intent {intent_file}' at a "
+              f"terminal, or with --yes")
     if granted:
         return Decision(refusal=f"{task_id}: outside the delegated envelope: " + "; ".join(outside),
                         fallback=person + "; or propose a revision inside the envelope (narrow the scope, "

@@ -143,6 +143,8 @@ def _synopsis_option(opt: click.Option) -> str:
         name = longs[0] if longs else opt.opts[0]
         ph = _placeholder(opt)
         text = f"{name} {ph}" if ph else name
+    if getattr(opt, "takes_list", False):
+        return f"[{text}...]"
     if opt.required:
         return text + ("..." if opt.multiple else "")
     return f"[{text}]" + ("..." if opt.multiple else "")

@@ -225,3 +225,18 @@ def test_a_child_not_parked_cannot_be_restarted(repo):
     assert code == 1 and err.strip() == ("error: batch_restart_refused: p is integrated; --restart only sends a "
                                          "parked child back to pending")
     assert world(repo, lq) == before
+
+
+def test_restart_takes_every_task_after_it(repo):
+    """SPEC §6 `resume <slug> [TASK…] [--restart TASK…]`: the words after `--restart` are all restarted,
+    as are repeated flags; a word after another option is a TASK again."""
+    write_plan(repo, "demo", {"p": simple("p"), "q": simple("q"), "r": simple("r")})
+    start(repo, "demo", "--max-parallel", "3")
+    lanes = {t: provision(repo, t) for t in "pqr"}
+    for t, lane in lanes.items():
+        ok(lane, "done", "--give-up", "-m", f"{t} is stuck")
+    assert states(ok(repo, "tick")) == {"p": "needs_human", "q": "needs_human", "r": "needs_human"}
+    code, _, err = cli(repo, "resume", "demo", "--restart", "p", "--yes", "q")   # q: a TASK, refused here
+    assert code == 2 and "resume acts on every parked child, so name none" in err
+    report = ok(repo, "resume", "demo", "--restart", "p", "q", "--yes")
+    assert states(report) == {"p": "pending", "q": "pending", "r": "enrolled"}

@@ -185,11 +185,47 @@ def verify_cmd(slug, rev, as_json) -> None:
         raise render.Fail(1)
 
 
-@cli.command("resume")
+class _ListOption(click.Option):
+    """An option whose value is the list of words after it (`restart_words`); the manual says so."""
+    takes_list = True
+
+
+class _RestartList(click.Command):
+    """`resume <slug> [TASK…] [--restart TASK…]` (SPEC §6): after the slug, the bare words that follow
+    `--restart` (up to the next option) are all restarted; `--restart` may also be repeated."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, restart_words(args))
+
+
+def restart_words(args: list[str]) -> list[str]:
+    """`args` with `--restart a b` spelled `--restart a --restart b` (every other option is a flag)."""
+    out: list[str] = []
+    positional, greedy, i = 0, False, 0
+    while i < len(args):
+        word = args[i]
+        if word == "--":
+            return out + args[i:]
+        if word.startswith("-"):
+            out.append(word)
+            greedy = word.startswith("--restart") and positional > 0
+            if word == "--restart" and i + 1 < len(args):
+                out.append(args[i + 1])
+                i += 1
+        elif greedy:
+            out += ["--restart", word]
+        else:
+            out.append(word)
+            positional += 1
+        i += 1
+    return out
+
+
+@cli.command("resume", cls=_RestartList)
 @required_slug
 @click.argument("tasks", nargs=-1, shell_complete=complete_tasks)
-@click.option("--restart", "restart", multiple=True, metavar="TASK", shell_complete=complete_tasks,
-              help="Send a parked child back to pending (repeatable).")
+@click.option("--restart", "restart", multiple=True, metavar="TASK", shell_complete=complete_tasks, cls=_ListOption,
+              help="Send parked children back to pending: the TASKs after it (or repeat it).")
 @click.option("--yes", is_flag=True, help="Confirm without a prompt.")
 @click.option("--delegate-revisions/--no-delegate-revisions", default=None,
               help="Grant or withdraw revision delegation.")

@@ -197,6 +197,9 @@ def test_delegated_revision_narrows_scope_changes_acceptance_integrates_and_rese
     ident = json.loads(git(repo, "show", "refs/notes/lanes/batch/demo:identities/"
                        + _shard("alpha") + "/alpha.json"))
     assert ident["intent_revision"] == 2 and ident["intent_content_hash"] == rev["intent_content_hash"]
+    # the commit's evidence note names the identity it carries: the revised intent, not the authorized one
+    note = json.loads(git(repo, "notes", "--ref", "lanes/evidence", "show", commit))
+    assert note["intent_identity"] == ident
     # the next tick's authorization passes; beta goes on to completion
     report = ok(repo, "tick")
     assert report["batch_state"] == "running" and states(report)["beta"] == "enrolled"

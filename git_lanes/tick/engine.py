@@ -156,25 +156,15 @@ def fast_forward(git: "Git", coordinator: str, branch: str, head: str, candidate
         raise Park(f"batch_head_lineage_broken: the fast-forward to {candidate} did not land")
 
 
-NOTE_TAIL_LINES = 20   # an evidence note keeps each check's last lines; the lane record keeps 4 KiB
-
-
-def _short(result: dict[str, Any]) -> dict[str, Any]:
-    lines = result["output_tail"].splitlines(keepends=True)
-    return {**result, "output_tail": "".join(lines[-NOTE_TAIL_LINES:])}
-
-
 def evidence_note(record: "BatchRecord", child: "Child", attempt: "QaAttempt | None", rerun: list["CheckResult"],
                   identity: dict[str, Any] | None) -> dict[str, Any]:
     lane = child.lane
-    passed = attempt.model_dump(mode="json") if attempt else None
-    if passed is not None:
-        passed["results"] = [_short(r) for r in passed["results"]]
+    passed = attempt.model_dump(mode="json") if attempt else None   # results as recorded: 4 KiB tails (§2.1)
     return {
         "batch_id": record.batch_id, "task_id": child.task_id,
         "lane_base": lane.base_head if lane else None, "lane_commit": lane.lane_commit if lane else None,
         "executor_commits": list(lane.executor_commits) if lane else [],
-        "attempt": passed, "rerun": [_short(r.to_json()) for r in rerun], "intent_identity": identity,
+        "attempt": passed, "rerun": [r.to_json() for r in rerun], "intent_identity": identity,
     }
 
 

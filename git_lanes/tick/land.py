@@ -173,7 +173,8 @@ def mark_integrated(t: TickState, child: "Child", commit: str, rerun: list["Chec
     rec = t.record
     lifecycle.integrate(rec, child, commit)
     attempt = t.attempt_of(child)
-    ident = rec.intent_identities.get(child.task_id)
+    resealed = reseal(t.s, rec, child.task_id, commit, t.s.clock())
+    ident = rec.intent_identities.get(child.task_id)   # the identity the integrated commit carries (§10.2)
     t.notes[commit] = engine.evidence_note(rec, child, attempt, rerun, ident.model_dump() if ident else None)
-    if reseal(t.s, rec, child.task_id, commit, t.s.clock()):
+    if resealed:
         t.events.append(f"resealed {child.task_id}")

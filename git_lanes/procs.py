@@ -199,3 +199,25 @@ def signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"SIG{number}"
+
+
+SAME_CTRL_C = 1.0   # seconds: a SIGINT this soon after the first is the same keypress
+
+
+class CtrlC:
+    """Ctrl-C of a loop that stops gently (`run`, `work`): the first SIGINT asks it to stop; a second one
+    aborts. One keypress reaches `git lanes run` twice, from the terminal and again from Git, which forwards
+    it to its child: a SIGINT within `SAME_CTRL_C` seconds of the first is that same keypress."""
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+    def first(self) -> bool:
+        """True for the first Ctrl-C, False for its echo; raises KeyboardInterrupt for a second one."""
+        now = time.monotonic()
+        if self.at is None:
+            self.at = now
+            return True
+        if now - self.at < SAME_CTRL_C:
+            return False
+        raise KeyboardInterrupt

@@ -143,6 +143,46 @@ def test_ctrl_c_releases_the_integrated_lanes_and_says_how_to_go_on(tmp_path):
     assert not set(branches) & {c["task_id"] for c in landed}
 
 
+
+def test_one_ctrl_c_that_git_forwards_too_is_one_ctrl_c(tmp_path):
+    """A Ctrl-C at a terminal reaches `git lanes run` twice: from the terminal (its process group) and from
+    Git, which forwards it to its child. That is one Ctrl-C: the run stops gently, releases the integrated
+    lanes and prints its summary; only a second keypress later aborts."""
+    tasks = [f"t{i}" for i in range(6)]
+    root = make_repo(tmp_path / "repo", tasks)
+    exe = executor(tmp_path)
+    proc = subprocess.Popen(run_cmd("drv", exe, "--max-parallel", "2"), cwd=root, text=True,
+                            env={**os.environ, "EXEC_SLEEP": "0.4"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        count = subprocess.run(["git", "rev-list", "--count", "main..imm/drv"], cwd=root, capture_output=True,
+                               text=True)
+        if count.returncode == 0 and int(count.stdout.strip() or 0) >= 2:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)      # the terminal's
+    time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)      # Git's, forwarded
+    out, err = proc.communicate(timeout=60)
+    assert "error: aborted" not in err, err
+    assert "continues it" in err and "task " in out, (out, err)    # the summary table, then how to go on
+    landed = [c for c in status(root, "drv")["children"] if c["commit"]]
+    assert len(landed) >= 2 and all(c["state"] == "released" for c in landed)
+
+
+def test_ctrl_c_echo_and_a_second_keypress():
+    from git_lanes.procs import SAME_CTRL_C, CtrlC
+
+    c = CtrlC()
+    assert c.first() is True and c.first() is False   # the first, then its echo
+    c.at -= SAME_CTRL_C                               # a keypress later
+    try:
+        c.first()
+    except KeyboardInterrupt:
+        return
+    raise AssertionError("a second Ctrl-C must abort")
+
 SETUP = """import os, sys
 with open(os.environ["SETUP_TRACE"], "a") as f:
     f.write(os.getcwd() + "\\n")

@@ -34,6 +34,7 @@ from ..errors import LanesError, usage
 from ..lanehost import live_claim, remote_timeout
 from ..laneside import give_up, heartbeat
 from ..model import TERMINAL
+from ..procs import CtrlC
 from ..run import RunResult, summary_facts
 from ..run.progress import Progress, Track, child_rows
 from ..run.sessions import Sessions
@@ -74,6 +75,7 @@ class Worker:
     sessions: Sessions | None = None
     batch_id: str | None = None
     interrupted: threading.Event = field(default_factory=threading.Event)
+    ctrl_c: CtrlC = field(default_factory=CtrlC)
     skip: dict[str, int] = field(default_factory=dict)
     unreachable: str | None = None
 
@@ -376,8 +378,8 @@ class Worker:
         self.event(f"{sess.task_id}: gave up: {text}")
 
     def on_sigint(self, signum, frame) -> None:
-        if self.interrupted.is_set():
-            raise KeyboardInterrupt
+        if not self.ctrl_c.first():
+            return
         self.interrupted.set()
         if self.sessions is not None:
             self.sessions.kill(signal.SIGTERM)

@@ -21,7 +21,7 @@ from ..checks import failure_line
 from ..decisions.admission import MAX_OFFERS
 from ..decisions.instruction import MAX_TEXT, InstructionRequest
 from ..errors import LanesError
-from ..procs import kill_all
+from ..procs import CtrlC, kill_all
 from ..procs import run as run_process
 from ..session import Session
 from ..tick import Pending, Request, tick, verify
@@ -80,6 +80,7 @@ class Driver(Provisioning):
         self.branch = record.branch
         self.verify_inline = verify_inline   # a loop that does not wait on sessions verifies in its ticks
         self.coordinator = record.coordinator
+        self.ctrl_c = CtrlC()
 
     @property
     def interrupted(self):
@@ -425,8 +426,8 @@ class Driver(Provisioning):
             self.progress.event(f"could not release the integrated lanes: {exc.message}")
 
     def on_sigint(self, signum, frame) -> None:
-        if self.interrupted.is_set():
-            raise KeyboardInterrupt
+        if not self.ctrl_c.first():
+            return
         self.interrupted.set()
         self.sessions.kill(signal.SIGTERM)
         kill_all(signal.SIGTERM)   # the verifier's checks too: the candidate stays recorded for the next tick

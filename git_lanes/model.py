@@ -79,6 +79,9 @@ class RemoteLocator(_Model):
     host: str
 
 
+CARRIED_OVER = "carried-over"   # the run_id of a carried-over child's stand-in lane
+
+
 class Lane(_V3Model):
     path: str | None          # the worktree's real path; null for a lane in another clone
     branch: str
@@ -89,6 +92,12 @@ class Lane(_V3Model):
     # Index (in the lane record's qa_attempts) of the passed attempt this child settled on.
     attempt: int | None = None
     remote: RemoteLocator | None = None   # a lane in another clone (then `path` is null)
+
+    @property
+    def carried_over(self) -> bool:
+        """The stand-in lane of a child `start` carried over from an earlier batch (SPEC §6): it never had
+        a lane in this batch, so none is released and `max_children` does not count it."""
+        return self.run_id == CARRIED_OVER
 
     @model_validator(mode="after")
     def _located(self) -> "Lane":

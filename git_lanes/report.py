@@ -30,10 +30,14 @@ class Extras:
 
 
 def lanes_ever(record: BatchRecord) -> int:
-    """Children that ever had a lane (what `max_children` counts)."""
+    """Children that ever had a lane in this batch (what `max_children` counts; one carried over had none)."""
     restarted = {a.task_id for a in record.archived_lanes}
-    return sum(1 for c in record.children
-               if c.lane is not None or c.state not in ("pending", "skipped_blocked") or c.task_id in restarted)
+
+    def had_one(c: Child) -> bool:
+        if c.lane is not None:
+            return not c.lane.carried_over
+        return c.state not in ("pending", "skipped_blocked") or c.task_id in restarted
+    return sum(1 for c in record.children if had_one(c))
 
 
 def budget_left(record: BatchRecord) -> int:

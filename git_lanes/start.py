@@ -11,7 +11,8 @@ from .crash import crash_point
 from .errors import refused, usage
 from .gitio import BatchBranch, LaneBranch, branch_ref, quote_path, short_branch
 from .ids import MAX_FINAL_CHECKS, check_id, final_check_problem, require_utf8
-from .model import BatchRecord, Budget, Child, IntentIdentity, Lane, RevisionDelegation, contracts_manifest
+from .model import (CARRIED_OVER, BatchRecord, Budget, Child, IntentIdentity, Lane, RevisionDelegation,
+                    contracts_manifest)
 from .plan import Plan
 from .session import LANE_PREFIX, Session, batch_branch
 
@@ -283,7 +284,7 @@ def _base_branch(s: Session, p: Prepared) -> str | None:
 
 def _carried_lane(p: Prepared, task_id: str) -> Lane:
     commit = p.carried[task_id]
-    return Lane(path="", branch=LaneBranch(p.slug, task_id).name, base_head=commit, run_id="carried-over",
+    return Lane(path="", branch=LaneBranch(p.slug, task_id).name, base_head=commit, run_id=CARRIED_OVER,
                 lane_commit=commit)
 
 

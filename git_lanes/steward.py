@@ -92,7 +92,7 @@ def release_interrupted(s: Session, slug: str, task_id: str, keep_branch: bool) 
     with s.transaction(slug, "release") as tx:
         child = tx.record.child(task_id) if tx.record else None
         lane = child.lane if child is not None else None
-        if lane is None or lane.remote is not None or child.state not in ("integrated", "released") \
+        if lane is None or lane.remote is not None or lane.carried_over or child.state not in ("integrated", "released") \
                 or not drop_left_branch(s, lane.branch, lane.lane_commit, keep=keep_branch):
             return None
         if child.state == "integrated":
@@ -194,7 +194,7 @@ def release_stale(s: Session, slug: str) -> dict[str, Any]:
     skipped: list[dict[str, str]] = []
     archived: list[ArchivedLane] = []
     for child in rec.children:
-        if child.lane is None or child.state == "released":
+        if child.lane is None or child.lane.carried_over or child.state == "released":
             continue
         lane = child.lane
         tip = s.git.refs.resolve(branch_ref(lane.branch))

@@ -77,7 +77,8 @@ def test_retire_release_stale_and_start_continue_the_branch(repo):
     assert report["batch_id"] != old_id and report["batch_state"] == "running"
     assert git(repo, "rev-parse", "HEAD").strip() == head     # the branch continues where it was
     a = child_of(report, "a")
-    assert a["state"] in ("integrated", "released") and a["commit"] == a_commit
+    assert a["state"] == "integrated" and a["commit"] == a_commit   # carried over as integrated (SPEC §6)
+    assert ok(repo, "tick")["children"][0]["state"] == "integrated"  # it had no lane here: none to release
     assert states(report)["b"] == "pending" and states(report)["c"] == "pending"
     assert [h["task_id"] for h in report["handoffs"] if h.get("action") == "provision"] == ["b"]
     assert report["commits"] == [a_commit]
@@ -92,10 +93,21 @@ def test_retire_release_stale_and_start_continue_the_branch(repo):
     assert done(lc, {"src/c/out.txt": "c\n"})["passed"] is True
     report = ok(repo, "tick")
     assert report["batch_state"] == "completed", report["reason"]
+    assert states(report)["a"] == "integrated"
     subjects = git(repo, "log", "--format=%s", f"{head}~1..imm/demo").splitlines()
     assert subjects == ["imm(c): Make c", "imm(b): Make b", "imm(a): Make a"]
     assert git(repo, "rev-list", "--merges", "imm/demo") == ""
 
+
+def test_a_carried_over_child_costs_no_max_children(repo):
+    """SPEC §3: `max_children` counts children that ever had a lane; one carried over had none here."""
+    parked_batch(repo)
+    ok(repo, "retire", "demo", "--yes")
+    ok(repo, "release", "--stale", "demo")
+    report = ok(repo, "start", "demo", "--yes", "--max-children", "1")
+    assert report["batch_state"] == "running", report["reason"]
+    assert states(report)["a"] == "integrated"
+    assert [h["task_id"] for h in report["handoffs"] if h.get("action") == "provision"] == ["b"]
 
 def test_retire_a_running_batch_with_nothing_in_flight(repo):
     write_plan(repo, "demo", {"a": simple("a")})

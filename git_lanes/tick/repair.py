@@ -58,7 +58,7 @@ def guards(t: TickState) -> Outcome | None:
 
 def _work_integrated(rec) -> bool:
     """Anything this batch itself put on its branch (carried-over commits aside)."""
-    return bool(rec.adopted_heads) or any(c.commit and c.lane and c.lane.run_id != "carried-over"
+    return bool(rec.adopted_heads) or any(c.commit and c.lane and not c.lane.carried_over
                                           for c in rec.children)
 
 
@@ -68,7 +68,7 @@ def _start_interrupted(t: TickState, tip: str | None) -> str | None:
     branch (`switch`) — only while nothing ran yet: no lane, nothing integrated, the coordinator
     clean at the batch's base."""
     rec = t.record
-    if _work_integrated(rec) or any(c.lane is not None and c.lane.run_id != "carried-over" for c in rec.children):
+    if _work_integrated(rec) or any(c.lane is not None and not c.lane.carried_over for c in rec.children):
         return None
     if tip is not None and tip != rec.base_head:
         return None
@@ -237,7 +237,7 @@ def record_releases(t: TickState) -> bool:
     the branch's) goes first, as that release would have done: a released child leaves no branch
     behind for the next batch to refuse as stale."""
     for c in t.record.children:
-        if c.state == "integrated" and c.lane and not t.lanes.presence(c.lane).exists:
+        if c.state == "integrated" and c.lane and not c.lane.carried_over and not t.lanes.presence(c.lane).exists:
             if c.lane.remote is None:
                 drop_left_branch(t.s, c.lane.branch, c.lane.lane_commit)
             lifecycle.release(c)

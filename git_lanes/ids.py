@@ -77,7 +77,7 @@ def final_check_problem(command: object) -> str | None:
         return "must be a string"
     if command and command.splitlines() != [command]:
         return "must be one line"
-    if any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in command):
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in command):   # C0 (a tab too), DEL and C1
         return "contains a control character"
     if len(command) > MAX_FINAL_CHECK_LENGTH:
         return f"longer than {MAX_FINAL_CHECK_LENGTH} characters"

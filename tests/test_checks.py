@@ -289,7 +289,7 @@ def test_run_checks_empty(tmp_path):
 
 def test_final_check_accepts():
     assert validate_final_check("python -m pytest -q") == ["python", "-m", "pytest", "-q"]
-    assert validate_final_check("  a\tb  ") == ["a", "b"]
+    assert validate_final_check("  a  b  ") == ["a", "b"]
     assert len(validate_final_check(" ".join("w" * 8))) == 8
     assert validate_final_check("x" * 512) == ["x" * 512]
     assert validate_final_check("make check-all ./tests/x.py a=b,c@d:e%f+g~h") == [
@@ -307,7 +307,10 @@ def test_final_check_refuses_character(char):
 
 @pytest.mark.parametrize("command, reason", [
     ("", "must not be empty"),
-    ("   \t ", "must not be empty"),
+    ("    ", "must not be empty"),
+    ("a\tb", "contains a control character"),      # SPEC §2.1: no control character, a tab included
+    ("true\u009b", "contains a control character"), # C1: an 8-bit CSI
+    ("true\x7f", "contains a control character"),
     (" ".join("w" * 9), "more than 8 words"),
     ("x" * 513, "longer than 512 characters"),
     ("make\ncheck", "must be one line"),

@@ -319,12 +319,17 @@ def test_a_joined_lane_is_claimed_admitted_observed_integrated_and_released_from
     assert doc["released"][0]["pushed"] is True
     assert not target.exists() and "refs/heads/imm-lane/demo/b" not in refs(clone)
     assert json.loads(git(bare, "show", "refs/notes/lanes/lane/demo/b:lane.json"))["released"]["at"]
+    # the clone pulls before the coordinator has recorded the release: the branch it released stays gone
+    doc = ok(clone, "pull")
+    assert statuses(doc)["refs/heads/imm-lane/demo/b"] == "released"
+    assert "refs/heads/imm-lane/demo/b" not in refs(clone)
     ok(repo, "pull")
     report = ok(repo, "tick")
     assert next(c for c in report["children"] if c["task_id"] == "b")["state"] == "released"
     doc = ok(repo, "push")
     assert statuses(doc)["refs/heads/imm-lane/demo/b"] == "deleted"
-    for side in (repo, bare):
+    ok(clone, "pull")
+    for side in (repo, bare, clone):
         assert "refs/heads/imm-lane/demo/b" not in refs(side)
     ok(repo, "release", "a")   # the local lane of the fixture
     code, out, err = lanes(repo, "audit", "demo")

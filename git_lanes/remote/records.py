@@ -52,7 +52,19 @@ class Records:
         return found
 
     def released(self, ref: str) -> bool:
-        return any(c.state == "released" for c in self.children(ref))
+        """The lane of `ref` is released: so a record says, or this clone released it itself (its own lane
+        record says so, for the run a record names) and the coordinator has not recorded it yet."""
+        children = self.children(ref)
+        if any(c.state == "released" for c in children):
+            return True
+        lane = LaneBranch.of_ref(ref)
+        if lane is None or not children:
+            return False
+        try:
+            lrec, _ = self.s.lanes.read(lane.slug, lane.task)
+        except (LanesError, ValueError):
+            return False
+        return lrec is not None and lrec.released is not None and any(c.lane.run_id == lrec.run_id for c in children)
 
     def lane_commit_of(self, ref: str) -> str | None:
         return next((c.lane.lane_commit for c in self.children(ref) if c.lane.lane_commit), None)

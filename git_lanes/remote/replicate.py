@@ -64,7 +64,9 @@ pull [REMOTE], per fetched remote ref, against the local ref:
                      that commit's tree: the branch moves and the lane's index is refreshed, as the
                      coordinator does for a local lane (§8.2);
   - `released`       a lane branch absent here whose child is `released` (in the local or the
-                     fetched batch record): a released lane is not recreated.
+                     fetched batch record), or whose lane this clone released itself (its lane
+                     record says so) before the coordinator recorded it: a released lane is not
+                     recreated.
 All moves are one `git update-ref --stdin` transaction, compare-and-swap against the local
 values that were classified (a lost race re-reads and retries, then `batch_busy`). Pull never
 deletes a local ref.

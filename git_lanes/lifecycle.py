@@ -83,7 +83,8 @@ def _drop_candidate(record: "BatchRecord", child: "Child") -> None:
 
 
 def skip_dependents(record: "BatchRecord", task_id: str) -> list[str]:
-    """Every pending child that (transitively) depends on `task_id` becomes skipped_blocked."""
+    """Every pending child that (transitively) depends on `task_id` becomes skipped_blocked, its reason
+    naming the child that parked (`dependency a parked` for c in a <- b <- c: b was skipped, not parked)."""
     parked = {task_id}
     skipped = []
     changed = True
@@ -91,9 +92,8 @@ def skip_dependents(record: "BatchRecord", task_id: str) -> list[str]:
         changed = False
         for c in record.children:
             if c.state == "pending" and parked.intersection(c.blocked_by):
-                dep = next(d for d in c.blocked_by if d in parked)
                 _move(c, "skipped_blocked")
-                c.reason = f"dependency {dep} parked"
+                c.reason = f"dependency {task_id} parked"
                 parked.add(c.task_id)
                 skipped.append(c.task_id)
                 changed = True

@@ -156,7 +156,7 @@ def test_a_park_skips_dependents_transitively_and_drops_the_correction():
     rec = record(a, b, c, d)
     assert lifecycle.park(rec, a, "batch_lane_lost") == ["b", "c"]
     assert (a.state, a.reason, a.correction_due) == ("needs_human", "batch_lane_lost", None)
-    assert (b.reason, c.reason, d.state) == ("dependency a parked", "dependency b parked", "pending")
+    assert (b.reason, c.reason, d.state) == ("dependency a parked", "dependency a parked", "pending")
 
 
 def test_stop_batch_parks_every_child_in_flight():

@@ -163,8 +163,10 @@ def parked_commands(record: BatchRecord) -> list[str]:
             continue
         task = _q(c.task_id)
         if (c.reason or "").startswith("plan_changed"):
-            # SPEC §7 step 1: a resume would park it again; retire and a new start are the way on
-            free = f"git lanes retire {slug} --yes, then git lanes start {slug} --yes"
+            # SPEC §7 step 1: a resume would park it again; retire and a new start are the way on (the
+            # retired batch's lanes go first, their tips kept in its record: `start` refuses stale lanes)
+            free = (f"git lanes retire {slug} --yes, then git lanes release --stale {slug}, "
+                    f"then git lanes start {slug} --yes")
         elif record.batch_state == "running":
             free = f"git lanes resume {slug} {task} (or git lanes resume {slug} --restart {task})"
         else:

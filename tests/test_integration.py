@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -161,9 +162,13 @@ def test_intent_edit_inside_scope_fails_closed_at_the_gate(repo):
     assert a["state"] == "needs_human" and a["reason"].startswith("plan_changed: a: intent content changed")
     assert git(repo, "rev-parse", "imm/demo").strip() == report["children"][0]["lane"]["base_head"]
     # a resume would park it again (SPEC §7 step 1): the way on that next_action names is retire and start
-    assert "git lanes show a --slug demo, then git lanes retire demo --yes, then git lanes start demo --yes" \
-        in report["next_action"]
+    way_on = ("git lanes retire demo --yes, then git lanes release --stale demo, then git lanes start demo --yes")
+    assert f"git lanes show a --slug demo, then {way_on}" in report["next_action"]
     assert "git lanes resume demo" not in report["next_action"]
+    # pasted as it is, in order, it works
+    for command in way_on.split(", then "):
+        code, out, err = lanes(repo, *shlex.split(command)[2:])
+        assert code == 0, (command, out, err)
 
 
 def test_a_check_that_fails_only_on_the_candidate(repo):

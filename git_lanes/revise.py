@@ -97,7 +97,8 @@ def apply_revision(s: Session, record: BatchRecord, request: RevisionRequest, at
     decision = decide(task_id, change, fixed_refusals(current.intent, proposed, change),
                       granted=record.revision_delegation is not None, yes=request.yes,
                       interactive=request.interactive and request.confirm is not None,
-                      intent_file=shlex.quote(request.file))
+                      again=f"git lanes revise {shlex.quote(task_id)} --slug {shlex.quote(record.slug)} "
+                            f"--intent {shlex.quote(request.file)}")
     if decision.actor is None:
         return _refusal(task_id, decision.refusal or "refused", decision.fallback or "")
     confirmation_ref = None

@@ -264,7 +264,7 @@ def test_breaking_revision_without_grant_and_without_yes_or_terminal_is_refused(
     assert refusal["accepted"] is False and refusal["task_id"] == "alpha"
     assert refusal["reason"].startswith("batch_revision_refused: alpha: a breaking revision (scope narrowed)")
     # the fallback names the file given, so the command pastes as it is
-    assert f"git lanes revise alpha --intent {shlex.quote(str(path))}' at a terminal, or with --yes" \
+    assert f"git lanes revise alpha --slug demo --intent {shlex.quote(str(path))}' at a terminal, or with --yes" \
         in refusal["fallback"]
     assert err.startswith("error: batch_revision_refused: alpha: a breaking revision")
     assert world(repo, la, lb) == before

@@ -162,8 +162,9 @@ def describe(change: Change) -> str:
 
 
 def decide(task_id: str, change: Change, fixed: list[str], *, granted: bool, yes: bool,
-           interactive: bool, intent_file: str = "FILE") -> Decision:
-    """Who approves the change, or the refusal (reason text after `batch_revision_refused: `).
+           interactive: bool, again: str = "") -> Decision:
+    """Who approves the change, or the refusal (reason text after `batch_revision_refused: `);
+    `again` is the `revise` command a person runs to approve it (the fallback names it).
 
     Order: what nobody may change; compatible → executor; breaking inside the envelope under a
     grant → batch-coordinator; `--yes` → user; a terminal → ask the person (`needs_person`);
@@ -182,8 +183,8 @@ def decide(task_id: str, change: Change, fixed: list[str], *, granted: bool, yes
         return Decision(actor="user")
     if interactive:
         return Decision(actor="user", needs_person=True)
-    person = (f"a person approves it: run 'git lanes revise {task_id} --intent {intent_file}' at a "
-              f"terminal, or with --yes")
+    again = again or f"git lanes revise {task_id} --intent FILE"
+    person = f"a person approves it: run '{again}' at a terminal, or with --yes"
     if granted:
         return Decision(refusal=f"{task_id}: outside the delegated envelope: " + "; ".join(outside),
                         fallback=person + "; or propose a revision inside the envelope (narrow the scope, "

@@ -100,6 +100,23 @@ def skip_dependents(record: "BatchRecord", task_id: str) -> list[str]:
     return skipped
 
 
+def parked_blocker(record: "BatchRecord", child: "Child") -> str | None:
+    """The parked child that `child` (transitively) waits for, first in `blocked_by` order; None if none."""
+    seen: set[str] = set()
+    todo = list(child.blocked_by)
+    while todo:
+        task = todo.pop(0)
+        dep = record.child(task)
+        if task in seen or dep is None:
+            continue
+        seen.add(task)
+        if dep.state == "needs_human":
+            return task
+        if dep.state == "skipped_blocked":
+            todo.extend(dep.blocked_by)
+    return None
+
+
 def stop_batch(record: "BatchRecord", state: str, reason: str) -> list[str]:
     """Park every in-flight child with `reason`, then stop the batch; the parked ids."""
     parked = []

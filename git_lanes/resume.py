@@ -105,11 +105,12 @@ def _named(rec: BatchRecord, tasks: list[str], restart: list[str]) -> list[Child
     return named
 
 
-def _parked(rec: BatchRecord, tasks: list[str], restart: list[str]) -> tuple[list[Child], bool]:
-    """The parked children this resume frees, and whether the batch is running (SPEC §6 v3)."""
+def _parked(rec: BatchRecord, tasks: list[str], restart: list[str], delegating: bool) -> tuple[list[Child], bool]:
+    """The parked children this resume frees, and whether the batch is running (SPEC §6 v3). A running
+    batch's grant may change on its own (`--[no-]delegate-revisions`, §10.1: "a resume may withdraw it")."""
     named = _named(rec, tasks, restart)
     if rec.batch_state == "running":
-        if not named:
+        if not named and not delegating:
             raise usage(f"batch {rec.batch_id} is running: name the parked children to free "
                         f"(git lanes resume {rec.slug} TASK… or --restart TASK…)")
         for child in named:
@@ -140,11 +141,12 @@ def _unblocked(rec: BatchRecord, freed: set[str]) -> list[str]:
     return back
 
 
-def plan_resume(s: Session, slug: str, restart: list[str], tasks: list[str] = ()) -> ResumePlan:
+def plan_resume(s: Session, slug: str, restart: list[str], tasks: list[str] = (),
+                delegating: bool = False) -> ResumePlan:
     """Every decision of a resume, from the record and Git; raises the refusal; writes nothing."""
     snap = _read(s, slug)
     rec = snap.record
-    parked, running = _parked(rec, list(tasks), restart)
+    parked, running = _parked(rec, list(tasks), restart, delegating)
     plan = ResumePlan(snap, running=running)
     stuck = []
     for child in parked:
@@ -166,7 +168,8 @@ def plan_resume(s: Session, slug: str, restart: list[str], tasks: list[str] = ()
 
 def resume_text(plan: ResumePlan, delegate: bool | None) -> str:
     rec = plan.snap.record
-    lines = [f"Resume batch {rec.batch_id} ({rec.slug}), parked: {rec.reason or 'needs a human decision'}"]
+    state = "running" if plan.running else f"parked: {rec.reason or 'needs a human decision'}"
+    lines = [f"Resume batch {rec.batch_id} ({rec.slug}), {state}"]
     for r in plan.recoveries:
         what = "restart: back to pending, a new lane is needed" if r.state == "pending" else f"-> {r.state} ({r.why})"
         lines.append(f"  {r.task_id}: {what}")
@@ -209,11 +212,11 @@ def apply_resume(s: Session, rec: BatchRecord, plan: ResumePlan, delegate: bool 
         lifecycle.free(child, r.state, at=at, attempt=r.attempt, settled_at=r.settled_at)
     for task in plan.unblocked:
         lifecycle.unblock(rec.child(task))
-    for c in rec.children:   # a child still skipped names a blocker that is still held
+    for c in rec.children:   # a child still skipped names a parked child it still waits for
         if c.state == "skipped_blocked":
-            held = [b for b in c.blocked_by if rec.child(b).state in ("needs_human", "skipped_blocked")]
-            if held and c.reason != f"dependency {held[0]} parked":
-                c.reason = f"dependency {held[0]} parked"
+            root = lifecycle.parked_blocker(rec, c)
+            if root is not None:
+                c.reason = f"dependency {root} parked"
     if delegate is True:
         rec.revision_delegation = RevisionDelegation(confirmation_time=at)
     elif delegate is False:
@@ -245,7 +248,7 @@ def resume(s: Session, slug: str, restart: list[str], delegate: bool | None,
     confirmation; of a running batch the named ones, at once. All or nothing."""
     restart = list(dict.fromkeys(restart))
     tasks = list(dict.fromkeys(tasks))
-    plan = plan_resume(s, slug, restart, tasks)
+    plan = plan_resume(s, slug, restart, tasks, delegate is not None)
     if (not plan.running or delegate is True) and not confirm(resume_text(plan, delegate)):
         raise refused("batch_confirmation_declined", "nothing was written")
     at = s.clock()
@@ -254,7 +257,7 @@ def resume(s: Session, slug: str, restart: list[str], delegate: bool | None,
         raise refused("batch_confirmation_stale", f"the confirmation time {at} is not newer than the batch's "
                                                   f"recorded confirmation {recorded}; nothing was written")
     with s.transaction(slug, "resume", expect=plan.snap.commit) as tx:
-        again = plan_resume(s, slug, restart, tasks)
+        again = plan_resume(s, slug, restart, tasks, delegate is not None)
         if _shape(again) != _shape(plan):
             raise refused("batch_busy", f"the record of {slug} moved while confirming; run resume again")
         before = len(tx.record.archived_lanes)

@@ -125,3 +125,21 @@ def test_a_lane_that_gave_up_is_resumed_once_its_executor_can_go_on(repo):
     assert child_of(report, "a")["state"] == "enrolled"            # the give-up is history now
     assert done(la, {"src/a/out.txt": "a\n"})["passed"] is True
     assert states(ok(repo, "tick"))["a"] == "integrated"
+
+
+def test_a_running_batch_withdraws_or_grants_revision_delegation_on_its_own(repo):
+    """SPEC §10.1: "a resume may withdraw it, written at once" — on a running batch too, with nothing parked
+    (a grant needs its confirmation, as at `start`); with neither, nothing named is still exit 2."""
+    write_plan(repo, "demo", {"a": simple("a")})
+    start(repo, "demo", "--delegate-revisions")
+    assert record(repo, "demo")["revision_delegation"] is not None
+    report = ok(repo, "resume", "demo", "--no-delegate-revisions")
+    assert report["batch_state"] == "running" and record(repo, "demo")["revision_delegation"] is None
+    assert ok(repo, "log", "demo")[-1]["summary"] == "resumed: delegation withdrawn"
+    before = record(repo, "demo")
+    code, _, err = cli(repo, "resume", "demo", "--delegate-revisions")   # no terminal, no --yes
+    assert code == 1 and "batch_confirmation" in err and record(repo, "demo") == before
+    ok(repo, "resume", "demo", "--delegate-revisions", "--yes")
+    assert record(repo, "demo")["revision_delegation"]["confirmation_time"]
+    code, _, err = cli(repo, "resume", "demo")
+    assert code == 2 and "name the parked children to free" in err

@@ -60,7 +60,7 @@ def test_diff_follows_the_child_from_its_lane_to_its_lane_commit(repo):
     assert "3 files changed" in stat
     # integrated after a sibling: still only its own change (its lane commit), not the sibling's
     assert done(lb, {"src/b/out.txt": "b\n"})["passed"] is True
-    ok(repo, "integrate", "demo", "b")
+    ok(repo, "integrate", "--slug", "demo", "b")                     # --slug, as every command naming a task
     report = ok(repo, "tick")
     assert states(report) == {"a": "integrated", "b": "integrated"}
     code, doc, err = cli(repo, "diff", "a")

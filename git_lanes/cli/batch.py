@@ -9,8 +9,8 @@ import click
 
 from . import render
 from .app import cli
-from .options import (complete_tasks, confirm_fn, json_option, required_slug, session, slug_arg, slug_option,
-                      start_options, start_opts, task_arg)
+from .options import (complete_slugs, complete_tasks, confirm_fn, json_option, required_slug, session, slug_arg,
+                      slug_option, start_options, start_opts, task_arg)
 
 
 @cli.command("plan")
@@ -152,12 +152,16 @@ def log_cmd(slug, as_json) -> None:
 @cli.command("integrate")
 @slug_arg
 @click.argument("tasks", nargs=-1, shell_complete=complete_tasks)
+@click.option("--slug", "slug_named", default=None, shell_complete=complete_slugs,
+              help="The initiative (then every word is a TASK).")
 @json_option
-def integrate_cmd(slug, tasks, as_json) -> None:
+def integrate_cmd(slug, tasks, slug_named, as_json) -> None:
     """Integrate settled lanes (the tick's own steps); admits and schedules nothing."""
     from ..status import check_tasks
     from ..tick import INTEGRATE, Request, run_tick
 
+    if slug_named is not None:   # SPEC §6: every command that names a task takes --slug
+        slug, tasks = slug_named, ((slug,) if slug else ()) + tuple(tasks)
     s = session()
     slug = s.choose_slug(slug)
     check_tasks(s, slug, list(tasks))

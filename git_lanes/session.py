@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING, Callable
 
@@ -81,7 +82,7 @@ class Session:
         if plan is None:
             files = self.plan_files(commit, slug)
             if files is None:
-                raise usage(f"no initiative .lanes/{slug}/ at {commit[:12]}")
+                raise self._no_plan(slug, commit)
             plan = load_plan(slug, files)
             if tree is not None:
                 if len(_PLANS) >= 64:
@@ -92,6 +93,15 @@ class Session:
                 _PLAN_OF_COMMIT.clear()
             _PLAN_OF_COMMIT[(slug, commit)] = plan
         return plan
+
+    def _no_plan(self, slug: str, commit: str) -> LanesError:
+        """No `.lanes/<slug>/` at `commit`; when the working tree has it, the hint commits it."""
+        toplevel = self.git.toplevel
+        if toplevel and os.path.isfile(os.path.join(toplevel, ".lanes", slug, "initiative.toml")):
+            return LanesError(f"no initiative .lanes/{slug}/ at {commit[:12]} (the plan is read from a commit, "
+                              f"and the one in the working tree is not committed)", exit_code=ExitCode.USAGE,
+                              hint=f"git add .lanes/{slug} && git commit -m 'plan: {slug}'")
+        return usage(f"no initiative .lanes/{slug}/ at {commit[:12]}")
 
     # -- worktrees ----------------------------------------------------------------------------
 

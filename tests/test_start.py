@@ -42,6 +42,20 @@ def test_plan_warns_when_the_working_tree_differs(demo):
     assert "warning:" in err and "HEAD" in err
 
 
+def test_a_plan_not_yet_committed_is_named_with_the_commit_that_fixes_it(demo):
+    (demo / ".lanes" / "fresh").mkdir()
+    (demo / ".lanes" / "fresh" / "initiative.toml").write_text('title = "t"\ntasks = []\n')
+    before = all_refs(demo)
+    for command in (("plan", "fresh"), ("start", "fresh", "--yes")):
+        code, out, err = lanes(demo, *command)
+        assert code == 2 and out == ""
+        assert err.splitlines()[0].endswith("(the plan is read from a commit, and the one in the working tree is "
+                                            "not committed)")
+        assert err.splitlines()[1] == "hint: git add .lanes/fresh && git commit -m 'plan: fresh'"
+    assert all_refs(demo) == before
+    code, out, err = lanes(demo, "plan", "nothing")
+    assert code == 2 and "hint:" not in err
+
 def test_start_status_log_end_to_end_through_git(demo):
     before = git(demo, "status", "--porcelain")
     proc = git_lanes(demo, "start", "demo", "--max-parallel", "2", "--yes", "--json")

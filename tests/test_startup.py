@@ -75,6 +75,18 @@ def test_a_real_command_does_import_them(repo):
     assert heavy(modules) != []
 
 
+def test_a_coordinator_command_skips_pydantic_plugin_discovery(tmp_path):
+    """A record validated, a report built: no `importlib.metadata` (pydantic's plugin discovery), and
+    the plugin loader still answers what else is asked of it (pydantic's own, loaded then)."""
+    code = ("import sys; from git_lanes.model import Lane; "
+            "Lane(path='/x', branch='imm-lane/s/a', base_head='0' * 40, run_id='r'); "
+            "assert 'importlib.metadata' not in sys.modules, 'discovered plugins'; "
+            "from pydantic.plugin._loader import get_plugins, PYDANTIC_ENTRY_POINT_GROUP; "
+            "print(PYDANTIC_ENTRY_POINT_GROUP)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "pydantic"
+
 def test_lane_commands_are_light(repo):
     """`task`, `inbox` and `done` run in every agent's loop: they read the records as plain data
     (no model, no pydantic) and objects through `git cat-file` (no dulwich), and answer the same."""

@@ -361,7 +361,7 @@ def test_join_refusals(world):
     git(world["tmp"], "clone", "-q", str(world["bare"]), str(other))
     code, out, err = lanes(other, "join", "demo", "b")
     assert code == 1 and f"batch_lane_claimed: b by {first['claim']['clone_id']}" in err
-    assert "refs/heads/imm-lane/demo/b" in refs(other)              # a copy of the claim, no lane of its own
+    assert "refs/heads/imm-lane/demo/b" not in refs(other)          # another clone's lane: never copied here
     assert git(other, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 

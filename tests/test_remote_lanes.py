@@ -42,6 +42,9 @@ def run_batch(world: World, *coordinator: str, env: dict[str, str] | None = None
     assert world.lanes(None, "audit", world.slug).returncode == 0
     for repo in (world.coord, world.server):   # the coordinator deleted every released lane's branch
         assert git(repo, "for-each-ref", "refs/heads/imm-lane/").strip() == ""
+    for name, clone in world.clones.items():   # an executor copies no other machine's lane: none is left
+        assert git(clone, "for-each-ref", "refs/heads/imm-lane/").strip() == "", name
+        assert world.lanes(name, "audit", world.slug).returncode == 0, name
     assert git(world.server, "rev-parse", f"imm/{world.slug}") == git(world.coord, "rev-parse", f"imm/{world.slug}")
     assert "pull(s)" in out and "push(es)" in out
     return report

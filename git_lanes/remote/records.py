@@ -113,6 +113,33 @@ class Records:
         claim = live_claim(rec, lane.task, lrec)
         return claim is not None and claim.clone_id == clone_id(self.s.git) and not committed
 
+    def wanted_here(self, ref: str) -> bool:
+        """Whether pull copies the lane branch `ref` into this clone: the coordinator takes every lane's;
+        another clone takes a claimed lane's only when the claim is its own, so no executor keeps a copy
+        of another machine's lane that nothing would ever delete. A lane with no claim (one in the
+        coordinator's clone) and a branch no lane record knows follow the plain rules."""
+        lane = LaneBranch.of_ref(ref)
+        if lane is None:
+            return True
+        holder = self._claim_holder(lane)
+        if holder is None or holder == clone_id(self.s.git):
+            return True
+        return any(rec is not None and self.coordinates(rec)
+                   for rec in (self.record(lane.slug, False), self.record(lane.slug, True)))
+
+    def _claim_holder(self, lane: LaneBranch) -> str | None:
+        """The clone whose claim the lane's record carries (as fetched, else as here); None without one."""
+        for commit in (self.theirs_all.get(lane_record_ref(lane.slug, lane.task)),
+                       self.s.lanes.tip(lane.slug, lane.task)):
+            if commit is None:
+                continue
+            try:
+                claim = self.s.lanes.data_at(lane.slug, lane.task, commit).get("claim")
+            except (LanesError, ValueError, AttributeError):
+                continue
+            return claim.get("clone_id") if isinstance(claim, dict) else None
+        return None
+
     def replaced_elsewhere(self, ref: str, ours: str) -> bool:
         """A copy of a lane branch that another clone writes now (a restarted lane joined again), its value
         kept reachable by the fetched records: pull replaces it, push never sends it back."""

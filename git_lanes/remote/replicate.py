@@ -66,7 +66,10 @@ pull [REMOTE], per fetched remote ref, against the local ref:
   - `released`       a lane branch absent here whose child is `released` (in the local or the
                      fetched batch record), or whose lane this clone released itself (its lane
                      record says so) before the coordinator recorded it: a released lane is not
-                     recreated.
+                     recreated;
+  - `elsewhere`      a lane branch absent here of a lane another clone holds, in a clone that does
+                     not coordinate its batch: an executor's clone copies only its own lanes'
+                     branches, so none keeps a copy that nothing would delete.
 All moves are one `git update-ref --stdin` transaction, compare-and-swap against the local
 values that were classified (a lost race re-reads and retries, then `batch_busy`). Pull never
 deletes a local ref.
@@ -108,6 +111,7 @@ PULL_STATUSES: dict[str, str] = {
     "remote_moved": "diverged: neither merged nor overwritten",
     "checked_out": "a branch checked out in a worktree here is never moved (pull it with git there)",
     "released": "the lane branch of a released child is not recreated",
+    "elsewhere": "the lane branch of a lane another clone holds is not copied into an executor's clone",
 }
 NEGATIVE = frozenset({"remote_moved", "rejected"})   # statuses that make the command exit 1
 ATTEMPTS = 5   # pushes a lease failure retries (pulling again between them) before it stays `rejected`
@@ -348,6 +352,8 @@ def _classify_pull(s: Session, records: Records, ref: str, ours: str | None, the
         return _item(ref, "pulled", ours, theirs, **rewound) if replaced else _item(ref, "remote_moved", ours, theirs)
     if ours is None and records.released(ref):
         return _item(ref, "released", ours, theirs)
+    if ours is None and not records.wanted_here(ref):
+        return _item(ref, "elsewhere", ours, theirs)
     return _item(ref, "pulled", ours, theirs)
 
 

@@ -15,7 +15,7 @@ from .crash import crash_point
 from .errors import LanesError, refused, usage
 from .gitio import GitError, LaneBranch, RefRaceError, branch_ref
 from .ids import shell_syntax_problem
-from .snapshot import half_removed
+from .snapshot import half_removed, worktree_clean
 
 if TYPE_CHECKING:
     from .session import Session
@@ -221,9 +221,16 @@ def remove_lane(s: "Session", path: str, branch: str, keep_branch: bool = False,
         try:
             s.git.work.remove(path, force=force)
         except GitError:
-            if force or not half_removed(s.git, path):
+            if force:
                 raise
-            s.git.work.remove(path, force=True)   # a removal killed half-way: finish it
+            if half_removed(s.git, path):
+                s.git.work.remove(path, force=True)   # a removal killed half-way: finish it
+            elif worktree_clean(s.git, path):
+                # Git counts files only `lanes.exclude` ignores (a check's `__pycache__/`) as changes;
+                # git-lanes does not: nothing of the lane's work is in them (SPEC §5)
+                s.git.work.remove(path, untracked=True)
+            else:
+                raise
     else:
         s.git.work.prune()
     s.forget_worktrees()

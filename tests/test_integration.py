@@ -337,3 +337,21 @@ def test_a_landing_is_recorded_on_its_own_when_choosing_the_next_candidate_fails
     monkeypatch.setattr(land, "build", real)
     report = tick(two)
     assert [child(report, t)["state"] for t in "ab"] == ["integrated", "integrated"]
+
+
+def test_a_lane_holding_only_files_lanes_exclude_ignores_is_released(repo):
+    """Git counts a check's `__pycache__/` as untracked files and would keep the worktree; git-lanes
+    excludes it (`lanes.exclude`), so the lane holds no work and its release goes through (SPEC §6, §13)."""
+    git(repo, "config", "--add", "lanes.exclude", "__pycache__/")
+    start(repo, [{"id": "a", "scope": ["src/a"]}])
+    lane = provision(repo, "a")
+    (lane / "src" / "a" / "__pycache__").mkdir(parents=True)
+    (lane / "src" / "a" / "__pycache__" / "m.pyc").write_bytes(b"\x00cache")
+    finish(lane, {"src/a/m.py": "x = 1\n"})
+    report = tick(repo)
+    assert child(report, "a")["state"] == "integrated"
+    assert [h["task_id"] for h in report["handoffs"] if h.get("action") == "release"] == ["a"]
+    code, out, err = lanes(repo, "release", "a")
+    assert code == 0, err
+    assert not lane.exists() and git(repo, "for-each-ref", "refs/heads/imm-lane/") == ""
+    assert child(tick(repo), "a")["state"] == "released"

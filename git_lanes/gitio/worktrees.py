@@ -325,12 +325,14 @@ class WorkingTrees(Indexes):
     def gitfile_ok(worktree: str) -> bool:
         return _gitfile(worktree)
 
-    def remove(self, path: str, *, force: bool = False) -> None:
+    def remove(self, path: str, *, force: bool = False, untracked: bool = False) -> None:
         """`git worktree remove` (never forced unless asked: a worktree with changes stays and Git says
-        why; `force` only once those changes are kept elsewhere, and then a locked one goes too)."""
+        why; `force` only once those changes are kept elsewhere, and then a locked one goes too;
+        `untracked` once what Git would call changes proved to be only files git-lanes excludes)."""
         import shutil
 
-        args = ("worktree", "remove", *(["--force", "--force"] if force else []), "--end-of-options", path)
+        flags = ["--force", "--force"] if force else (["--force"] if untracked else [])
+        args = ("worktree", "remove", *flags, "--end-of-options", path)
         if force and os.path.isdir(path) and not _gitfile(path):
             shutil.rmtree(path)   # killed half-way, its `.git` file gone or half written: Git cannot check it
         proc = self._run(*args, check=False)

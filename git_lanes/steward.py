@@ -44,7 +44,13 @@ def provision(s: Session, slug: str, task_id: str, path: str | None) -> Outcome:
         child = next((c for c in outcome.report["children"] if c["task_id"] == task_id), None)
         admitted = bool(child and child.get("lane") and child["state"] != "pending"
                         and os.path.realpath(child["lane"]["path"] or "") == os.path.realpath(target))
-        return outcome
+        if admitted or outcome.exit_code != 0:
+            return outcome
+        # the tick refused the offer: a refused provision is a refusal (exit 1, SPEC §6, §16)
+        why = next((r["reason"] for r in outcome.report.get("lane_refusals", []) if r["task_id"] == task_id),
+                   "batch_lane_unknown_child: the tick did not admit the lane")
+        code, _, detail = why.partition(": ")
+        return Outcome(outcome.report, 1, refused(code, f"{detail} (the lane was removed)"))
     finally:
         if not admitted:   # a refused provision leaves nothing behind (it holds only copies and setup)
             remove_lane(s, target, lane_branch(slug, task_id), force=True)

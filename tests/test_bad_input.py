@@ -839,7 +839,9 @@ def test_a_refused_provision_leaves_nothing_behind(worlds):
     refs_before = git(w.repo, "for-each-ref", "refs/heads/", "refs/notes/")
     worktrees = git(w.repo, "worktree", "list", "--porcelain")
     proc = lanes_proc(w.repo, "provision", "tests", "--json")
-    clean_exit(proc, (0, 1))
+    clean_exit(proc, (1,))   # SPEC §16: a refusal with a reason code is exit 1, the report still printed
+    assert proc.err.startswith("error: batch_lane_dirty: ") and "(the lane was removed)" in proc.err
+    assert json.loads(proc.out)["lane_refusals"][0]["reason"].startswith("batch_lane_dirty")
     assert child(record(w.repo), "tests")["state"] == "pending"
     assert git(w.repo, "for-each-ref", "refs/heads/", "refs/notes/") == refs_before
     assert git(w.repo, "worktree", "list", "--porcelain") == worktrees

@@ -92,6 +92,10 @@ GROUPS: list[tuple[str, dict[str, str]]] = [
                                       "--restart; nothing is written",
         "batch_confirmation_stale": "the new confirmation is not strictly newer than the recorded one",
     }),
+    ("Verification (git lanes verify)", {
+        "verification_failed": "a final check (with --commit, an acceptance check of that task) failed: the "
+                               "failing check ids, and the commit checked",
+    }),
     ("Audit (git lanes audit)", {
         "audit_findings": "audit found <n> finding(s) (exit 1)",
     }),

@@ -112,6 +112,10 @@ def test_verify_reports_a_later_user_breakage_and_writes_nothing(repo):
     doc = json.loads(proc.stdout)
     assert doc["passed"] is False and doc["head"] == git(repo, "rev-parse", "HEAD").strip()
     assert [r["passed"] for r in doc["results"]] == [True, False]
+    failing = doc["results"][1]["id"]
+    assert proc.stderr == f"error: verification_failed: {failing} at {doc['head']}\n"   # SPEC §16: exit 1 says why
+    code, out, err = lanes(repo, "verify")
+    assert code == 1 and err.splitlines()[-1] == f"error: verification_failed: {failing} at {doc['head']}"
     assert all_refs(repo) == before
     # --commit runs the acceptance checks of the task that commit integrated, on that commit
     code, doc = lanes_json(repo, "verify", "--commit", commit)

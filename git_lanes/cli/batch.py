@@ -185,7 +185,10 @@ def verify_cmd(slug, rev, as_json) -> None:
     else:
         render.check_results(doc["results"])
         render.say(f"{'passed' if doc['passed'] else 'failed'} at {doc['head']}")
-    if not doc["passed"]:
+    if not doc["passed"]:   # SPEC §16: exit 1 says why on stderr, in either mode
+        from ..checks import failed_summary
+
+        render.err("error", f"verification_failed: {failed_summary(doc['results'], None)} at {doc['head']}")
         raise render.Fail(1)
 
 

@@ -302,6 +302,9 @@ def give_up(session: Session, text: str) -> dict[str, Any]:
     """`git lanes done --give-up -m TEXT`: record that the executor cannot finish."""
     if not text.strip() or len(text) > MAX_GIVE_UP_TEXT:
         raise usage(f"the give-up message must be 1..{MAX_GIVE_UP_TEXT} characters and not blank")
+    from .ids import require_utf8
+
+    require_utf8(text, "--message")
     ctx = LaneContext.load(session)
     gave_up = {"at": session.clock(), "text": text}
     ctx.update(lambda rec: {**rec, "gave_up": gave_up}, f"give up {ctx.task_id}")

@@ -241,6 +241,9 @@ def test_instruct_json_is_validated(running):
                 '{"task_id": "a", "kind": "shout", "text": "x", "session_state": "idle"}'):
         code, out, err = lanes(running, "tick", "--instruct", bad)
         assert code == 2 and err.startswith("error: invalid --instruct")
+    # the instruct command's errors name its own options, not tick's --instruct
+    code, out, err = lanes(running, "instruct", "a", "-m", " ", "--session-state", "idle")
+    assert code == 2 and err == "error: --message: must be 1 to 4000 characters, not blank\n"
 
 
 # -- QA failures and corrections -----------------------------------------------------------------------

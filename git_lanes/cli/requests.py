@@ -35,7 +35,9 @@ def instruct_cmd(task, slug, message, file, kind, session_state, as_json) -> Non
             raise usage(f"--file {file.name}: not valid UTF-8 (byte {exc.start})") from None
     else:
         text = message
-    req = parse_instruction({"task_id": task, "kind": kind, "text": text, "session_state": session_state})
+    req = parse_instruction({"task_id": task, "kind": kind, "text": text, "session_state": session_state},
+                            {"text": "--message" if file is None else f"--file {file.name}", "kind": "--kind",
+                             "session_state": "--session-state"})
     s = session()
     render.outcome(run_tick(s, s.choose_slug(slug), Request(instruction=req, actor="instruct")), as_json)
 

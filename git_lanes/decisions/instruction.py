@@ -21,8 +21,12 @@ class InstructionRequest:
     session_state: str
 
 
-def parse_instruction(value: Any) -> InstructionRequest:
-    """Untrusted input (`tick --instruct JSON`), shape-checked; usage error (exit 2) otherwise."""
+def parse_instruction(value: Any, names: dict[str, str] | None = None) -> InstructionRequest:
+    """Untrusted input (`tick --instruct JSON`), shape-checked; usage error (exit 2) otherwise, naming
+    the field as the caller spelled it (`names`: the `instruct` command's options), else `--instruct`'s."""
+    def field(name: str) -> str:
+        return (names or {}).get(name) or f"invalid --instruct: {name}"
+
     if not isinstance(value, dict):
         raise usage("invalid --instruct: expected a JSON object")
     unknown = sorted(set(value) - {"task_id", "kind", "text", "session_state"})
@@ -30,18 +34,18 @@ def parse_instruction(value: Any) -> InstructionRequest:
         raise usage(f"invalid --instruct: unknown field {unknown[0]}")
     task_id = value.get("task_id")
     if not isinstance(task_id, str):
-        raise usage("invalid --instruct: task_id: must be a string")
+        raise usage(f"{field('task_id')}: must be a string")
     check_id(task_id, "task id")
     kind = value.get("kind", "instruction")
     if kind not in KINDS:
-        raise usage("invalid --instruct: kind: must be instruction or correction")
+        raise usage(f"{field('kind')}: must be instruction or correction")
     text = value.get("text")
     if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
-        raise usage(f"invalid --instruct: text: must be 1 to {MAX_TEXT} characters, not blank")
-    require_utf8(text, "invalid --instruct: text")
+        raise usage(f"{field('text')}: must be 1 to {MAX_TEXT} characters, not blank")
+    require_utf8(text, field("text"))
     state = value.get("session_state")
     if state not in SESSION_STATES:
-        raise usage("invalid --instruct: session_state: must be idle, working, blocked or done")
+        raise usage(f"{field('session_state')}: must be idle, working, blocked or done")
     return InstructionRequest(task_id, kind, text, state)
 
 

@@ -239,3 +239,17 @@ def test_stale_ref_lock_files_are_removed_with_a_warning(repo):
         pass
     assert not stale.exists()
     assert warnings and "stale lock" in warnings[0]
+
+
+@pytest.mark.parametrize("files, said", [
+    ({}, "batch.json is missing"),
+    ({"batch.json": b"[]"}, "batch.json: not a JSON object"),
+    ({"batch.json": b"{}", "children/aa/t.json": b'{"task_id": "t"}'}, "children/aa/t.json: missing field index"),
+    ({"batch.json": b"{}", "identities/aa/t.json": b"{"}, "identities/aa/t.json: Expecting property name"),
+])
+def test_a_corrupt_record_names_the_file_and_what_is_wrong(files, said):
+    from git_lanes.store.layout import CorruptRecord, record_data
+
+    with pytest.raises(CorruptRecord) as info:
+        record_data(files)
+    assert info.value.detail.startswith(f"corrupt batch record: {said}")

@@ -77,18 +77,23 @@ def batch_files(record) -> dict[str, bytes]:
 def _object(raw: bytes, path: str) -> dict[str, Any]:
     value = json.loads(raw)
     if not isinstance(value, dict):
-        raise ValueError(f"{path} is not a JSON object")
+        raise ValueError("not a JSON object")
     return value
 
 
 def record_data(files: dict[str, bytes]) -> dict[str, Any]:
-    """The record's fields as one document (to validate), from its files."""
+    """The record's fields as one document (to validate), from its files; a corrupt one names the file
+    and what is wrong with it."""
+    where = "batch.json"
     try:
+        if "batch.json" not in files:
+            raise CorruptRecord("corrupt batch record: batch.json is missing")
         data = _object(files["batch.json"], "batch.json")
         children = []
         lists: dict[str, list[tuple[int, Any]]] = {name: [] for name in LISTS}
         identities = {}
         for path, raw in files.items():
+            where = path
             top = path.split("/", 1)[0]
             if top == "children":
                 item = _object(raw, path)
@@ -102,11 +107,14 @@ def record_data(files: dict[str, bytes]) -> dict[str, Any]:
         data["intent_identities"] = identities
         for name, items in lists.items():
             data[name] = [v for _, v in sorted(items, key=lambda p: p[0])]
+        where = "final_verification.json"
         if "final_verification.json" in files:
             data["final_verification"] = _object(files["final_verification.json"], "final_verification.json")
         return data
-    except (KeyError, ValueError, TypeError, AttributeError, RecursionError) as exc:
-        raise CorruptRecord(f"corrupt batch record: {one_line(exc)}") from None
+    except KeyError as exc:
+        raise CorruptRecord(f"corrupt batch record: {where}: missing field {exc.args[0]}") from None
+    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
+        raise CorruptRecord(f"corrupt batch record: {where}: {one_line(exc)}") from None
 
 
 def record_from_files(files: dict[str, bytes], where: str = ""):

@@ -501,6 +501,10 @@ def option_cases() -> list[Case]:
         Case("option/mutex/instruct-message-and-file", "started", ("instruct", "core", "-m", "x", "--file", "README",
                                                                    "--session-state", "idle"), 2),
         Case("option/mutex/instruct-neither", "started", ("instruct", "core", "--session-state", "idle"), 2),
+        # an empty value is a usage error, never "not given" (it would skip a check or pick the default)
+        Case("option/empty/provision-path", "started", ("provision", "tests", "--path", ""), 2),
+        Case("option/empty/start-worktree", "plain", ("start", SLUG, "--yes", "--worktree", ""), 2),
+        Case("option/empty/start-executor-runtime", "plain", ("start", SLUG, "--yes", "--executor-runtime", ""), 2),
         # ids the batch does not have, slugs that have no batch (SPEC §6)
         Case("option/unknown-task/integrate", "started", ("integrate", SLUG, "zz"), 2),
         Case("option/unknown-task/show", "started", ("show", "zz"), 2),

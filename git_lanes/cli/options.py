@@ -41,8 +41,20 @@ def slug_option(f):
     return click.option("--slug", default=None, shell_complete=complete_slugs, help="The initiative.")(f)
 
 
+class _NonEmptyPath(click.Path):
+    """A path that is not the empty string: an empty value is a usage error, never "not given"."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value:
+            self.fail("must not be empty", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+PATH = _NonEmptyPath()
+
+
 def path_option(f):
-    return click.option("--path", "path", type=click.Path(), default=None, help="Where the lane worktree goes.")(f)
+    return click.option("--path", "path", type=PATH, default=None, help="Where the lane worktree goes.")(f)
 
 
 def start_options(f):
@@ -57,9 +69,9 @@ def start_options(f):
                      help="A final check command (repeatable; default: the initiative's final_checks)."),
         click.option("--delegate-revisions/--no-delegate-revisions", default=False,
                      help="Grant the coordinator approval of breaking revisions inside the envelope."),
-        click.option("--executor-runtime", type=click.Path(), default=None,
+        click.option("--executor-runtime", type=PATH, default=None,
                      help="A contract manifest or git-lanes installation the lanes will run."),
-        click.option("--worktree", type=click.Path(), default=None,
+        click.option("--worktree", type=PATH, default=None,
                      help="Create the coordinator as a new worktree at DIR."),
         click.option("--yes", is_flag=True, help="Confirm without a prompt."),
     ]

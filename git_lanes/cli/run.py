@@ -8,7 +8,7 @@ import click
 
 from . import render
 from .app import cli
-from .options import confirm_fn, json_option, required_slug, session, start_options, start_opts
+from .options import PATH, confirm_fn, json_option, required_slug, session, start_options, start_opts
 
 
 @cli.command("run")
@@ -43,7 +43,7 @@ def run_cmd(slug, executor, corrector, remote, interval, as_json, yes, **kw) -> 
 
 
 @cli.command("demo")
-@click.argument("directory", required=False, type=click.Path())
+@click.argument("directory", required=False, type=PATH)
 @json_option
 def demo_cmd(directory, as_json) -> None:
     """Build a sample project and run a whole batch on it, offline."""

@@ -19,7 +19,7 @@ from .contracts import LANE_RECORD
 from .crash import crash_point
 from .decisions.claims import claim_is_live
 from .errors import refused, usage
-from .gitio import branch_ref
+from .gitio import GitError, branch_ref
 from .laneview import LaneBatch, LaneIntent, LaneSpot, effective_intent, lane_record
 from .scope import paths_outside_scope
 from .session import Session
@@ -282,10 +282,13 @@ def _check(ctx: LaneContext, intent: LaneIntent, tree: str) -> tuple[str | None,
         return "delivery_outside_scope: " + ", ".join(outside), []
     env = child_env(os.environ, git.local_env_vars, slug=ctx.slug, batch=ctx.batch.batch_id, task=ctx.task_id)
     results = run_checks([(a["id"], a["check"], a["timeout"]) for a in intent.acceptance], cwd=ctx.worktree, env=env)
-    if not still_delivers(git, ctx.worktree, tree):
-        after = snapshot_tree(git, ctx.worktree)
-        if after != tree:
-            return "checks changed the delivery: " + ", ".join(changed_paths(git, tree, after)), results
+    try:
+        after = tree if still_delivers(git, ctx.worktree, tree) else snapshot_tree(git, ctx.worktree)
+    except GitError as exc:   # e.g. a check made an empty repository in the lane: Git cannot add it
+        why = exc.stderr.splitlines()[0].strip() if exc.stderr else ""
+        return "checks changed the delivery: it can no longer be snapshotted" + (f" ({why})" if why else ""), results
+    if after != tree:
+        return "checks changed the delivery: " + ", ".join(changed_paths(git, tree, after)), results
     return None, results
 
 

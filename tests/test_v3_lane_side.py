@@ -252,3 +252,19 @@ def test_provision_refuses_a_lane_branch_it_did_not_make_and_touches_nothing(rep
     git(repo, "worktree", "remove", str(other))                        # the hint, pasted
     git(repo, "branch", "-D", "imm-lane/demo/a")
     assert human(repo, "provision", "a").returncode == 0
+
+
+def test_a_check_that_leaves_an_empty_repository_fails_the_attempt_and_it_is_recorded(repo):
+    """SPEC §5: the second snapshot differing fails the attempt, recorded. A check that makes an empty
+    repository in the lane leaves a tree Git cannot add: still a failed attempt, not a fatal error."""
+    write_plan(repo, "demo", {"a": intent("a", acceptance=[("A1", "fixture", "git init -q fixture")])})
+    start(repo, "demo")
+    lane = provision(repo, "a")
+    (lane / "src" / "a").mkdir(parents=True)
+    (lane / "src" / "a" / "x.txt").write_text("x\n")
+    code, doc, err = cli(lane, "done")
+    assert code == 1, err
+    assert doc["passed"] is False and doc["note"].startswith("checks changed the delivery: it can no longer be "
+                                                              "snapshotted")
+    assert err.startswith("error: qa_failed: ")
+    assert child_of(ok(repo, "tick"), "a")["qa_failures"] == 1

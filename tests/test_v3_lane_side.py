@@ -6,6 +6,7 @@ removed."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -268,3 +269,28 @@ def test_a_check_that_leaves_an_empty_repository_fails_the_attempt_and_it_is_rec
                                                               "snapshotted")
     assert err.startswith("error: qa_failed: ")
     assert child_of(ok(repo, "tick"), "a")["qa_failures"] == 1
+
+
+def test_a_lane_record_whose_attempt_is_not_one_is_refused_as_corrupt_not_a_crash(repo):
+    write_plan(repo, "demo", {"a": intent("a")})
+    start(repo, "demo")
+    lane = provision(repo, "a")
+    assert done(lane, {"src/a/wrong.txt": "x\n"})["passed"] is False
+    ref = "refs/notes/lanes/lane/demo/a"
+    # a state commit whose attempt file is a JSON list, made with plain Git
+    git(repo, "read-tree", "--index-output=" + str(repo / ".git" / "tamper.idx"), ref)
+    blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input="[]", capture_output=True,
+                          text=True, check=True).stdout.strip()
+    env = {**os.environ, "GIT_INDEX_FILE": str(repo / ".git" / "tamper.idx")}
+    subprocess.run(["git", "update-index", "--cacheinfo", f"100644,{blob},attempts/000000.json"], cwd=repo, env=env,
+                   check=True)
+    tree = subprocess.run(["git", "write-tree"], cwd=repo, env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    commit = git(repo, "commit-tree", tree, "-p", ref, "-m", "tampered").strip()
+    git(repo, "update-ref", ref, commit)
+    for args in (("done",), ("done", "--give-up", "-m", "x")):
+        code, _, err = cli(lane, *args)
+        assert code == 128 and err.startswith("error: lane record demo/a: unreadable: attempts/000000.json is not "
+                                              "an attempt"), err
+        assert "internal error" not in err
+    assert git(repo, "rev-parse", ref).strip() == commit          # nothing written

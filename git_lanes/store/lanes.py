@@ -70,6 +70,10 @@ class LaneStore:
             attempts = entries.get("attempts")
             data["qa_attempts"] = [json.loads(odb.blob(e.oid))
                                    for e in sorted(odb.entries(attempts.oid), key=lambda e: e.name)] if attempts else []
+            for i, attempt in enumerate(data["qa_attempts"]):   # what the lane side uses of each, as plain data
+                if not isinstance(attempt, dict) or not isinstance(attempt.get("tree"), str) \
+                        or not isinstance(attempt.get("passed"), bool) or not isinstance(attempt.get("results"), list):
+                    raise ValueError(f"attempts/{i:06d}.json is not an attempt (tree, passed, results)")
             return data
         except (KeyError, ValueError, TypeError, RecursionError, LanesError) as exc:
             detail = exc.detail if isinstance(exc, LanesError) else one_line(exc)

@@ -37,7 +37,12 @@ def provision(s: Session, slug: str, task_id: str, path: str | None) -> Outcome:
         raise refused("batch_lane_unknown_child", f"{task_id} has no provision handoff in batch {report['batch_id']} "
                                                   f"(it is {_state_of(report, task_id)})")
     coordinator = s.record(slug).coordinator
-    target = create_lane(s, slug, task_id, handoff["base_head"], report["batch_id"], path, coordinator=coordinator)
+    made = _missing_folders(os.path.dirname(os.path.abspath(path))) if path else []
+    try:
+        target = create_lane(s, slug, task_id, handoff["base_head"], report["batch_id"], path, coordinator=coordinator)
+    except BaseException:
+        _remove_if_empty(made)
+        raise
     admitted = False
     try:
         outcome = run_tick(s, slug, Request(offers=[(task_id, target)], actor="provision"))
@@ -54,6 +59,27 @@ def provision(s: Session, slug: str, task_id: str, path: str | None) -> Outcome:
     finally:
         if not admitted:   # a refused provision leaves nothing behind (it holds only copies and setup)
             remove_lane(s, target, lane_branch(slug, task_id), force=True)
+            _remove_if_empty(made)
+
+
+def _missing_folders(folder: str) -> list[str]:
+    """The folders above a `--path` that do not exist yet (the deepest first): what `provision` makes."""
+    missing = []
+    while folder and not os.path.lexists(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return missing
+
+
+def _remove_if_empty(folders: list[str]) -> None:
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return
 
 
 def release_handoff(s: Session, handoff: dict[str, Any], keep_branch: bool = False, *, slug: str) -> None:

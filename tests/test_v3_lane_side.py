@@ -294,3 +294,17 @@ def test_a_lane_record_whose_attempt_is_not_one_is_refused_as_corrupt_not_a_cras
                                               "an attempt"), err
         assert "internal error" not in err
     assert git(repo, "rev-parse", ref).strip() == commit          # nothing written
+
+
+def test_a_failed_provision_at_a_path_removes_the_folders_it_made(repo, tmp_path):
+    """SPEC §6: "a refused provision leaves nothing behind", the folders it made above --path included."""
+    write_plan(repo, "demo", {"a": intent("a")})
+    start(repo, "demo")
+    git(repo, "config", "lanes.setupCommand", "false")
+    code, _, err = cli(repo, "provision", "a", "--path", str(tmp_path / "np" / "deep" / "lane"))
+    assert code == 1 and "batch_lane_setup_failed" in err
+    assert not (tmp_path / "np").exists()
+    git(repo, "config", "lanes.setupCommand", "python3 -c \"open('stray.txt', 'w').write('x')\"")   # refused: dirty
+    code, _, err = cli(repo, "provision", "a", "--path", str(tmp_path / "np2" / "lane"))
+    assert code == 1 and "batch_lane_dirty" in err
+    assert not (tmp_path / "np2").exists() and tmp_path.exists()

@@ -503,6 +503,8 @@ def option_cases() -> list[Case]:
         Case("option/mutex/instruct-neither", "started", ("instruct", "core", "--session-state", "idle"), 2),
         # an empty value is a usage error, never "not given" (it would skip a check or pick the default)
         Case("option/empty/provision-path", "started", ("provision", "tests", "--path", ""), 2),
+        Case("option/control/provision-path", "started", ("provision", "tests", "--path", "../ln\nx"), 2),
+        Case("option/control/start-worktree", "plain", ("start", SLUG, "--yes", "--worktree", "../wt\nnl"), 2),
         Case("option/empty/start-worktree", "plain", ("start", SLUG, "--yes", "--worktree", ""), 2),
         Case("option/empty/start-executor-runtime", "plain", ("start", SLUG, "--yes", "--executor-runtime", ""), 2),
         # ids the batch does not have, slugs that have no batch (SPEC §6)

@@ -42,11 +42,14 @@ def slug_option(f):
 
 
 class _NonEmptyPath(click.Path):
-    """A path that is not the empty string: an empty value is a usage error, never "not given"."""
+    """A path that is not the empty string (an empty value is a usage error, never "not given") and holds
+    no control character (Git's line-based answers about it, and every printed line, would break)."""
 
     def convert(self, value, param, ctx):
         if isinstance(value, str) and not value:
             self.fail("must not be empty", param, ctx)
+        if isinstance(value, str) and any(ord(c) < 32 or ord(c) == 127 for c in value):
+            self.fail("must not contain a control character (a newline, a tab, ...)", param, ctx)
         return super().convert(value, param, ctx)
 
 

@@ -355,3 +355,28 @@ def test_a_lane_holding_only_files_lanes_exclude_ignores_is_released(repo):
     assert code == 0, err
     assert not lane.exists() and git(repo, "for-each-ref", "refs/heads/imm-lane/") == ""
     assert child(tick(repo), "a")["state"] == "released"
+
+
+def test_a_file_the_coordinator_ignores_is_never_overwritten_by_a_landing(repo):
+    """`git merge` takes ignored files for disposable; git-lanes does not: a landing that would put a
+    tracked file where the coordinator has an ignored one of other content is refused, nothing touched."""
+    start(repo, [{"id": "a", "scope": ["src/a"]}])
+    with open(repo / ".git" / "info" / "exclude", "a") as fh:
+        fh.write("local.cfg\n")
+    (repo / "src" / "a").mkdir(parents=True)
+    (repo / "src" / "a" / "local.cfg").write_text("USER SECRET\n")
+    lane = provision(repo, "a")
+    (lane / "src" / "a").mkdir(parents=True, exist_ok=True)
+    (lane / "src" / "a" / "local.cfg").write_text("lane\n")
+    git(lane, "add", "-f", "src/a/local.cfg")
+    git(lane, "commit", "-q", "-m", "add")
+    assert lanes(lane, "done")[0] == 0
+    code, report = lanes_json(repo, "tick")
+    assert code == 1 and report["batch_state"] == "rejected"
+    assert report["reason"].startswith("working_tree_unstaged: src/a/local.cfg: a file Git ignores")
+    assert (repo / "src" / "a" / "local.cfg").read_text() == "USER SECRET\n"
+    # moved away, the next tick lands it
+    (repo / "src" / "a" / "local.cfg").rename(repo / "local.cfg")   # still ignored, out of the way
+    report = tick(repo)
+    assert child(report, "a")["state"] == "integrated", (report["reason"], report.get("candidate"), report["batch_state"])
+    assert (repo / "src" / "a" / "local.cfg").read_text() == "lane\n"

@@ -348,11 +348,11 @@ class WorkingTrees(Indexes):
     # -- reading a worktree --------------------------------------------------------------------
 
     def status(self, cwd: str | None = None, *, untracked: str = "all", excludes: str | None = None,
-               paths: Sequence[str] | None = None) -> list[StatusEntry]:
-        """`git status --porcelain=v1 -z --no-renames`, parsed (never takes the index lock); with
-        `paths`, only those (literal pathspecs: a directory stands for what is under it)."""
+               paths: Sequence[str] | None = None, ignored: bool = False) -> list[StatusEntry]:
+        """`git status --porcelain=v1 -z --no-renames`, parsed (never takes the index lock); with `paths`,
+        only those (literal pathspecs: a folder stands for what is in it); `ignored`: ignored files too."""
         extra = ["-c", f"core.excludesFile={excludes}"] if excludes else []
-        limit = ["--", *paths] if paths is not None else []
+        limit = (["--ignored=matching"] if ignored else []) + (["--", *paths] if paths is not None else [])
         proc = self._run("--no-optional-locks", *(["--literal-pathspecs"] if paths is not None else []), *extra,
                          "status", "--porcelain=v1", "-z", "--no-renames", f"--untracked-files={untracked}", *limit,
                          cwd=cwd)

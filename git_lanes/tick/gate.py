@@ -93,8 +93,34 @@ def _clear_the_way(t: TickState, candidate: str) -> None:
         os.path.lexists(folder) and (os.path.islink(folder) or not os.path.isdir(folder))
         for folder in {os.path.join(coordinator, *path.split("/")[:i])
                        for path in changed for i in range(1, path.count("/") + 1)})
-    if in_the_way or (changed and t.git.work.status(coordinator, paths=changed)):
+    entries = t.git.work.status(coordinator, paths=changed, ignored=True) if changed and not in_the_way else []
+    _keep_ignored(t, candidate, [e.path for e in entries if e.xy == "!!"])
+    if in_the_way or any(e.xy != "!!" for e in entries):
         restore_leaks(t)
+
+
+def _keep_ignored(t: TickState, candidate: str, paths: list[str]) -> None:
+    """A file the coordinator's Git ignores, where the candidate puts a tracked one: `git merge` would
+    overwrite it without a word (Git takes ignored files for disposable). Unless it already holds the
+    candidate's content, the landing is refused (`working_tree_unstaged`) and the file stays as it is."""
+    from ..digests import sha1_hex
+    from ..errors import refused
+    from ..gitio import quote_path
+
+    for path in paths:
+        full = os.path.join(t.record.coordinator, *path.rstrip("/").split("/"))
+        entry = t.git.odb.entry_at(candidate, path.rstrip("/"))
+        if entry is not None and entry.mode == 0o100644 and os.path.isfile(full) and not os.path.islink(full):
+            with open(full, "rb") as fh:
+                data = fh.read()
+            if sha1_hex(f"blob {len(data)}".encode() + b"\0" + data) == entry.oid:
+                continue   # the same bytes: nothing is lost
+        task = t.record.candidate.task_id if t.record.candidate else "the candidate"
+        detail = (f"{quote_path(path.rstrip('/'))}: a file Git ignores in the coordinator, where {task} puts a "
+                  f"tracked one; move it away (git-lanes never overwrites it), then git lanes tick {t.slug}")
+        exc = refused("working_tree_unstaged", detail)
+        exc.report = t.reject(exc.code, exc.detail).report
+        raise exc
 
 
 def _rebuild(t: TickState, child, pending: Pending) -> None:

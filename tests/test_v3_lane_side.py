@@ -290,10 +290,14 @@ def test_a_lane_record_whose_attempt_is_not_one_is_refused_as_corrupt_not_a_cras
     git(repo, "update-ref", ref, commit)
     for args in (("done",), ("done", "--give-up", "-m", "x")):
         code, _, err = cli(lane, *args)
-        assert code == 128 and err.startswith("error: lane record demo/a: unreadable: attempts/000000.json is not "
-                                              "an attempt"), err
+        assert code == 128 and err.startswith("error: lane record demo/a: contract error: attempts/000000.json is "
+                                              "not an attempt"), err
         assert "internal error" not in err
     assert git(repo, "rev-parse", ref).strip() == commit          # nothing written
+    # the coordinator parks it as a contract mismatch (SPEC §7 step 7), as before
+    report = ok(repo, "tick")
+    assert child_of(report, "a")["reason"].startswith("batch_lane_contract_mismatch: lane record demo/a: contract "
+                                                      "error: attempts/000000.json")
 
 
 def test_a_failed_provision_at_a_path_removes_the_folders_it_made(repo, tmp_path):

@@ -73,8 +73,11 @@ class LaneStore:
             for i, attempt in enumerate(data["qa_attempts"]):   # what the lane side uses of each, as plain data
                 if not isinstance(attempt, dict) or not isinstance(attempt.get("tree"), str) \
                         or not isinstance(attempt.get("passed"), bool) or not isinstance(attempt.get("results"), list):
-                    raise ValueError(f"attempts/{i:06d}.json is not an attempt (tree, passed, results)")
+                    raise CorruptRecord(f"lane record {slug}/{task_id}: contract error: attempts/{i:06d}.json is "
+                                        "not an attempt (tree, passed, results)")
             return data
+        except CorruptRecord:
+            raise
         except (KeyError, ValueError, TypeError, RecursionError, LanesError) as exc:
             detail = exc.detail if isinstance(exc, LanesError) else one_line(exc)
             raise CorruptRecord(f"lane record {slug}/{task_id}: unreadable: {detail}") from None

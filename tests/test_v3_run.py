@@ -117,7 +117,8 @@ def test_needs_human_releases_the_integrated_lanes_and_names_the_commands(tmp_pa
     assert "{" not in shown.stdout                                   # values a person reads, no reprs
 
 
-def test_ctrl_c_releases_the_integrated_lanes_and_says_how_to_go_on(tmp_path):
+def running_with_two_landed(tmp_path: Path) -> tuple[Path, str, subprocess.Popen]:
+    """`run` on 6 tasks at --max-parallel 2, still running once two of them landed."""
     tasks = [f"t{i}" for i in range(6)]
     root = make_repo(tmp_path / "repo", tasks)
     exe = executor(tmp_path)
@@ -131,6 +132,11 @@ def test_ctrl_c_releases_the_integrated_lanes_and_says_how_to_go_on(tmp_path):
             break
         time.sleep(0.05)
     assert proc.poll() is None
+    return root, exe, proc
+
+
+def test_ctrl_c_releases_the_integrated_lanes_and_says_how_to_go_on(tmp_path):
+    root, exe, proc = running_with_two_landed(tmp_path)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1
@@ -143,24 +149,11 @@ def test_ctrl_c_releases_the_integrated_lanes_and_says_how_to_go_on(tmp_path):
     assert not set(branches) & {c["task_id"] for c in landed}
 
 
-
 def test_one_ctrl_c_that_git_forwards_too_is_one_ctrl_c(tmp_path):
     """A Ctrl-C at a terminal reaches `git lanes run` twice: from the terminal (its process group) and from
     Git, which forwards it to its child. That is one Ctrl-C: the run stops gently, releases the integrated
     lanes and prints its summary; only a second keypress later aborts."""
-    tasks = [f"t{i}" for i in range(6)]
-    root = make_repo(tmp_path / "repo", tasks)
-    exe = executor(tmp_path)
-    proc = subprocess.Popen(run_cmd("drv", exe, "--max-parallel", "2"), cwd=root, text=True,
-                            env={**os.environ, "EXEC_SLEEP": "0.4"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        count = subprocess.run(["git", "rev-list", "--count", "main..imm/drv"], cwd=root, capture_output=True,
-                               text=True)
-        if count.returncode == 0 and int(count.stdout.strip() or 0) >= 2:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None
+    root, _, proc = running_with_two_landed(tmp_path)
     proc.send_signal(signal.SIGINT)      # the terminal's
     time.sleep(0.02)
     proc.send_signal(signal.SIGINT)      # Git's, forwarded

@@ -76,6 +76,13 @@ class _Reader:
         return Version(self._kind(kind), entry.oid) if kind else None
 
 
+def differing(s: Session, root: str, commit: str, paths: Iterable[str]) -> list[str]:
+    """The paths whose version in the worktree at `root` is not the one `commit` has (kind and bytes,
+    as a leak is judged): what a checkout of `commit` there would lose."""
+    reader = _Reader(s)
+    return [p for p in paths if reader.on_disk(root, p) != reader.in_commit(commit, p)]
+
+
 def _lane_commits(s: Session, child: Child) -> list[str]:
     """Commits of `base..imm-lane/<slug>/<task>`, plus the recorded lane and executor commits."""
     lane = child.lane

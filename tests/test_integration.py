@@ -380,3 +380,19 @@ def test_a_file_the_coordinator_ignores_is_never_overwritten_by_a_landing(repo):
     report = tick(repo)
     assert child(report, "a")["state"] == "integrated", (report["reason"], report.get("candidate"), report["batch_state"])
     assert (repo / "src" / "a" / "local.cfg").read_text() == "lane\n"
+
+
+def test_an_ignored_file_that_already_is_the_candidates_version_does_not_stop_the_landing(repo):
+    start(repo, [{"id": "a", "scope": ["src/a"]}])
+    with open(repo / ".git" / "info" / "exclude", "a") as fh:
+        fh.write("local.cfg\n")
+    (repo / "src" / "a").mkdir(parents=True)
+    (repo / "src" / "a" / "local.cfg").write_text("same\n")
+    lane = provision(repo, "a")
+    (lane / "src" / "a").mkdir(parents=True, exist_ok=True)
+    (lane / "src" / "a" / "local.cfg").write_text("same\n")
+    git(lane, "add", "-f", "src/a/local.cfg")
+    git(lane, "commit", "-q", "-m", "add")
+    assert lanes(lane, "done")[0] == 0
+    assert child(tick(repo), "a")["state"] == "integrated"
+    assert (repo / "src" / "a" / "local.cfg").read_text() == "same\n"

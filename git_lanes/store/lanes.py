@@ -70,17 +70,15 @@ class LaneStore:
             attempts = entries.get("attempts")
             data["qa_attempts"] = [json.loads(odb.blob(e.oid))
                                    for e in sorted(odb.entries(attempts.oid), key=lambda e: e.name)] if attempts else []
-            for i, attempt in enumerate(data["qa_attempts"]):   # what the lane side uses of each, as plain data
-                if not isinstance(attempt, dict) or not isinstance(attempt.get("tree"), str) \
-                        or not isinstance(attempt.get("passed"), bool) or not isinstance(attempt.get("results"), list):
-                    raise CorruptRecord(f"lane record {slug}/{task_id}: contract error: attempts/{i:06d}.json is "
-                                        "not an attempt (tree, passed, results)")
-            return data
-        except CorruptRecord:
-            raise
         except (KeyError, ValueError, TypeError, RecursionError, LanesError) as exc:
             detail = exc.detail if isinstance(exc, LanesError) else one_line(exc)
             raise CorruptRecord(f"lane record {slug}/{task_id}: unreadable: {detail}") from None
+        for i, attempt in enumerate(data["qa_attempts"]):   # what the lane side uses of each, as plain data
+            if not isinstance(attempt, dict) or not isinstance(attempt.get("tree"), str) \
+                    or not isinstance(attempt.get("passed"), bool) or not isinstance(attempt.get("results"), list):
+                raise CorruptRecord(f"lane record {slug}/{task_id}: contract error: attempts/{i:06d}.json is not "
+                                    "an attempt (tree, passed, results)")
+        return data
 
     def _parse(self, slug: str, task_id: str, tip: str) -> "LaneRecord":
         return self.model(slug, task_id, self._data(slug, task_id, tip))

@@ -101,22 +101,16 @@ def _clear_the_way(t: TickState, candidate: str) -> None:
 
 def _keep_ignored(t: TickState, candidate: str, paths: list[str]) -> None:
     """A file the coordinator's Git ignores, where the candidate puts a tracked one: `git merge` would
-    overwrite it without a word (Git takes ignored files for disposable). Unless it already holds the
-    candidate's content, the landing is refused (`working_tree_unstaged`) and the file stays as it is."""
-    from ..digests import sha1_hex
+    overwrite it without a word (Git takes ignored files for disposable). Unless it already is the
+    candidate's version, the landing is refused (`working_tree_unstaged`) and the file stays as it is."""
     from ..errors import refused
     from ..gitio import quote_path
+    from ..leaks import differing
 
-    for path in paths:
-        full = os.path.join(t.record.coordinator, *path.rstrip("/").split("/"))
-        entry = t.git.odb.entry_at(candidate, path.rstrip("/"))
-        if entry is not None and entry.mode == 0o100644 and os.path.isfile(full) and not os.path.islink(full):
-            with open(full, "rb") as fh:
-                data = fh.read()
-            if sha1_hex(f"blob {len(data)}".encode() + b"\0" + data) == entry.oid:
-                continue   # the same bytes: nothing is lost
+    lost = differing(t.s, t.record.coordinator, candidate, [p.rstrip("/") for p in paths])
+    if lost:
         task = t.record.candidate.task_id if t.record.candidate else "the candidate"
-        detail = (f"{quote_path(path.rstrip('/'))}: a file Git ignores in the coordinator, where {task} puts a "
+        detail = (f"{quote_path(lost[0])}: a file Git ignores in the coordinator, where {task} puts a "
                   f"tracked one; move it away (git-lanes never overwrites it), then git lanes tick {t.slug}")
         exc = refused("working_tree_unstaged", detail)
         exc.report = t.reject(exc.code, exc.detail).report

@@ -76,7 +76,8 @@ class _Model(BaseModel):
 
 # The optional fields added within contract v1 (SPEC §4, §5, §14 v3): left out while unset, so a record
 # that does not use them is stored (and reported) exactly as before and a v1 reader never meets them.
-_OPTIONAL_V1 = ("base_branch", "resumed_at", "gate_results", "record_tip", "remote", "claim", "released")
+_OPTIONAL_V1 = ("base_branch", "resumed_at", "gate_results", "record_tip", "remote", "claim", "released",
+                "branch_kept")
 
 
 class _V3Model(_Model):
@@ -118,6 +119,8 @@ class Lane(_V3Model):
     # Index (in the lane record's qa_attempts) of the passed attempt this child settled on.
     attempt: int | None = None
     remote: RemoteLocator | None = None   # a lane in another clone (then `path` is null)
+    # Released with `--keep-branch`: the branch is the user's now; nothing git-lanes does deletes it.
+    branch_kept: Literal[True] | None = None
 
     @property
     def carried_over(self) -> bool:

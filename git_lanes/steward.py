@@ -106,6 +106,10 @@ def release(s: Session, slug: str, task_id: str, keep_branch: bool = False) -> d
         done = release_restarted(s, slug, task_id, keep_branch) or release_interrupted(s, slug, task_id, keep_branch)
         if done is not None:
             return {"released": [done]}
+        kept = _kept_branch(s, report, task_id)
+        if kept:
+            raise refused("batch_lane_release_refused", f"{task_id} is released; its branch {kept} was kept "
+                                                        f"(--keep-branch) and is yours: git branch -D {kept}")
         raise refused("batch_lane_release_refused", f"{task_id} has no release handoff (it is "
                                                     f"{_state_of(report, task_id)}; only an integrated, clean lane "
                                                     "on its branch is released)")
@@ -114,8 +118,20 @@ def release(s: Session, slug: str, task_id: str, keep_branch: bool = False) -> d
         child = tx.record.child(task_id)
         if child is not None and child.state == "integrated":
             lifecycle.release(child)
+            if keep_branch and child.lane is not None:
+                child.lane.branch_kept = True
         tx.write(f"released {task_id}")
     return {"released": [_removed(task_id, handoff["lane_path"], handoff["lane_branch"], keep_branch)]}
+
+
+def _kept_branch(s: Session, report: dict[str, Any], task_id: str) -> str | None:
+    """The branch a `release --keep-branch` of this child kept, while it still exists."""
+    for c in report["children"]:
+        lane = c.get("lane") or {}
+        if c["task_id"] == task_id and c["state"] == "released" and lane.get("branch_kept") and \
+                s.git.refs.resolve(branch_ref(lane["branch"])) is not None:
+            return lane["branch"]
+    return None
 
 
 def release_interrupted(s: Session, slug: str, task_id: str, keep_branch: bool) -> dict[str, Any] | None:
@@ -124,11 +140,14 @@ def release_interrupted(s: Session, slug: str, task_id: str, keep_branch: bool) 
     with s.transaction(slug, "release") as tx:
         child = tx.record.child(task_id) if tx.record else None
         lane = child.lane if child is not None else None
-        if lane is None or lane.remote is not None or lane.carried_over or child.state not in ("integrated", "released") \
+        if lane is None or lane.remote is not None or lane.carried_over or lane.branch_kept \
+                or child.state not in ("integrated", "released") \
                 or not drop_left_branch(s, lane.branch, lane.lane_commit, keep=keep_branch):
             return None
         if child.state == "integrated":
             lifecycle.release(child)
+            if keep_branch:
+                lane.branch_kept = True
         tx.write(f"released {task_id}")
     return _removed(task_id, lane.path, lane.branch, keep_branch)
 
@@ -141,6 +160,7 @@ def release_gone(s: Session, slug: str, report: dict[str, Any], skip: set[str]) 
     done = []
     for c in report["children"]:
         left = c["state"] == "released" and c.get("lane") and c["lane"].get("path") and \
+            not c["lane"].get("branch_kept") and \
             s.git.refs.resolve(branch_ref(c["lane"]["branch"])) is not None   # its branch outlived it
         if (c["state"] == "integrated" or left) and c["task_id"] not in skip and \
                 release_interrupted(s, slug, c["task_id"], keep_branch=False) is not None:

@@ -396,3 +396,23 @@ def test_an_ignored_file_that_already_is_the_candidates_version_does_not_stop_th
     assert lanes(lane, "done")[0] == 0
     assert child(tick(repo), "a")["state"] == "integrated"
     assert (repo / "src" / "a" / "local.cfg").read_text() == "same\n"
+
+
+def test_a_branch_kept_on_release_stays_kept(repo):
+    """`release --keep-branch` keeps the lane's branch; nothing git-lanes does later deletes it: a second
+    `release` of the released lane is refused (naming the kept branch), and the next tick leaves it."""
+    start(repo, [{"id": "a", "scope": ["src/a"]}])
+    lane = provision(repo, "a")
+    finish(lane, {"src/a/m.py": "x = 1\n"})
+    assert child(tick(repo), "a")["state"] == "integrated"
+    code, out, err = lanes(repo, "release", "a", "--keep-branch")
+    assert code == 0, err
+    kept = git(repo, "rev-parse", "refs/heads/imm-lane/demo/a").strip()
+    report = tick(repo)
+    assert child(report, "a")["state"] == "released"
+    assert child(report, "a")["lane"]["branch_kept"] is True
+    code, out, err = lanes(repo, "release", "a")
+    assert code == 1 and "batch_lane_release_refused" in err and "imm-lane/demo/a" in err, err
+    assert git(repo, "rev-parse", "refs/heads/imm-lane/demo/a").strip() == kept
+    code, out, err = lanes(repo, "release", "a", "--keep-branch")
+    assert code == 1 and git(repo, "rev-parse", "refs/heads/imm-lane/demo/a").strip() == kept

@@ -67,8 +67,15 @@ def still_delivers(git: Git, worktree: str, tree: str, *, keep: bool = False) ->
 
 
 def worktree_clean(git: Git, worktree: str) -> bool:
-    """True when `git status` (untracked files included, same excludes) shows nothing."""
-    return git.work.is_clean(worktree, exclude_file(git))
+    """True when `git status` (untracked files included, same excludes) shows nothing, and, where the
+    index marks entries assume-unchanged or skip-worktree (which `git status` looks past), the
+    worktree's delivery is its HEAD's tree."""
+    excludes = exclude_file(git)
+    if not git.work.is_clean(worktree, excludes):
+        return False
+    if not git.work.marked(worktree):
+        return True
+    return git.work.snapshot(worktree, excludes) == git.out("rev-parse", "--verify", "HEAD^{tree}", cwd=worktree)
 
 
 def half_removed(git: Git, worktree: str) -> bool:

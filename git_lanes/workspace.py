@@ -218,6 +218,10 @@ def remove_lane(s: "Session", path: str, branch: str, keep_branch: bool = False,
     branch (compare-and-swap); then the folders above it that git-lanes made and that are now empty."""
     tip = s.git.refs.resolve(branch_ref(branch))
     if path and os.path.isdir(path):
+        if not force and s.git.work.marked(path) and not worktree_clean(s.git, path):
+            # `git worktree remove` looks past entries marked assume-unchanged or skip-worktree
+            raise refused("batch_lane_release_refused", f"{path} has uncommitted work behind index entries "
+                                                        "marked assume-unchanged or skip-worktree")
         try:
             s.git.work.remove(path, force=force)
         except GitError:

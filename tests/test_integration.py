@@ -416,3 +416,55 @@ def test_a_branch_kept_on_release_stays_kept(repo):
     assert git(repo, "rev-parse", "refs/heads/imm-lane/demo/a").strip() == kept
     code, out, err = lanes(repo, "release", "a", "--keep-branch")
     assert code == 1 and git(repo, "rev-parse", "refs/heads/imm-lane/demo/a").strip() == kept
+
+
+def test_changes_behind_assume_unchanged_or_skip_worktree_marks_are_delivered_and_never_released_away(repo):
+    """`git status` and `git add -A` look past index entries marked assume-unchanged or skip-worktree;
+    a delivery is what the files hold (SPEC §5), so `done` delivers them, and a lane whose marked files
+    still differ from its commit is not clean: no release handoff, nothing lost."""
+    (repo / "src" / "a").mkdir(parents=True)
+    for name in ("x", "y", "z"):
+        (repo / "src" / "a" / name).write_text(f"{name} 0\n")
+    git(repo, "add", "src")
+    git(repo, "commit", "-q", "-m", "three files")
+    start(repo, [{"id": "a", "scope": ["src/a"], "check": check_file("src/a/new")}])
+    lane = provision(repo, "a")
+    git(lane, "update-index", "--assume-unchanged", "src/a/x")
+    git(lane, "update-index", "--skip-worktree", "src/a/y")
+    (lane / "src" / "a" / "x").write_text("x 1\n")
+    (lane / "src" / "a" / "y").write_text("y 1\n")
+    assert git(lane, "status", "--porcelain") == ""   # Git itself sees nothing
+    finish(lane, {"src/a/new": "new\n"})
+    report = tick(repo)
+    assert child(report, "a")["state"] == "integrated"
+    commit = child(report, "a")["commit"]
+    assert git(repo, "show", f"{commit}:src/a/x") == "x 1\n" and git(repo, "show", f"{commit}:src/a/y") == "y 1\n"
+    assert [h["task_id"] for h in report["handoffs"] if h.get("action") == "release"] == ["a"]
+    # a change made after the delivery, behind the mark: the lane holds work, so it is not released
+    git(lane, "update-index", "--assume-unchanged", "src/a/z")
+    (lane / "src" / "a" / "z").write_text("z 1, after done\n")
+    code, out, err = lanes(repo, "release", "a")
+    assert code == 1 and "marked assume-unchanged or skip-worktree" in err, err
+    assert (lane / "src" / "a" / "z").read_text() == "z 1, after done\n"
+    # (a fresh process asks Git again: no release handoff for it)
+    proc = subprocess.run(["git", "lanes", "status", "--json"], cwd=repo, capture_output=True, text=True)
+    assert [h for h in json.loads(proc.stdout)["handoffs"] if h.get("action") == "release"] == [], proc.stderr
+    (lane / "src" / "a" / "z").write_text("z 0\n")   # back as committed: nothing behind the mark now
+    proc = subprocess.run(["git", "lanes", "status", "--json"], cwd=repo, capture_output=True, text=True)
+    assert [h["task_id"] for h in json.loads(proc.stdout)["handoffs"] if h.get("action") == "release"] == ["a"]
+    assert lanes(repo, "release", "a")[0] == 0 and not lane.exists()
+
+
+def test_a_skip_worktree_entry_whose_file_is_absent_is_no_deletion(repo):
+    """A sparse checkout's skip-worktree entries have no file: their absence is not the task's work."""
+    (repo / "src" / "a").mkdir(parents=True)
+    (repo / "src" / "a" / "sparse").write_text("kept\n")
+    git(repo, "add", "src")
+    git(repo, "commit", "-q", "-m", "one file")
+    start(repo, [{"id": "a", "scope": ["src/a"], "check": check_file("src/a/new")}])
+    lane = provision(repo, "a")
+    git(lane, "update-index", "--skip-worktree", "src/a/sparse")
+    (lane / "src" / "a" / "sparse").unlink()
+    finish(lane, {"src/a/new": "new\n"})
+    commit = child(tick(repo), "a")["commit"]
+    assert git(repo, "show", f"{commit}:src/a/sparse") == "kept\n"

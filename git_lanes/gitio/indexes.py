@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from typing import TYPE_CHECKING, Sequence
 
 from .tempnames import copy_file, new_dir
 
 if TYPE_CHECKING:
     from .git import Git
+
+# a `git ls-files -v -z` entry whose tag is lower case (assume-unchanged) or S (skip-worktree)
+_FLAGGED = re.compile(rb"(?:^|\0)(?:[a-z]|S) ")
 
 
 class Indexes:
@@ -58,15 +62,41 @@ class Indexes:
             folder = tempfile.gettempdir()
         with new_dir(folder, "git-lanes-index.") as tmp:
             temp_index = os.path.join(tmp, "index")
+            env = {**self.git.env, "GIT_INDEX_FILE": temp_index}
             if os.path.exists(index):
                 copy_file(index, temp_index)
-            env = {**self.git.env, "GIT_INDEX_FILE": temp_index}
+                self._unflag(worktree, env)
             self._run(*extra, "add", "-A", cwd=worktree, env=env)
             tree = self._run("write-tree", cwd=worktree, env=env).stdout.decode().strip()
             if keep:
                 self.drop_prepared(worktree)
                 os.replace(temp_index, self.prepared_index(worktree, tree))
             return tree
+
+    def marked(self, worktree: str) -> bool:
+        """Whether the worktree's index marks any entry assume-unchanged or skip-worktree: `git status`
+        looks past those, so a worktree it calls clean may still hold changes there."""
+        return bool(_FLAGGED.search(self._run("ls-files", "-v", "-z", cwd=worktree).stdout))
+
+    def _unflag(self, worktree: str, env: dict[str, str]) -> None:
+        """Entries marked assume-unchanged, and skip-worktree ones whose file is there, lose the mark in
+        the (temporary) index `env` names: `git add -A` looks past marked entries, and a delivery is
+        what the files hold (SPEC §5), whatever the index was told to assume. A skip-worktree entry
+        whose file is absent (a sparse checkout's) keeps it: its absence is no deletion."""
+        listed = self._run("ls-files", "-v", "-z", cwd=worktree, env=env).stdout
+        if not _FLAGGED.search(listed):
+            return
+        assumed, skipped = [], []
+        for entry in listed.split(b"\0"):
+            tag, path = entry[:1], entry[2:]
+            if tag.islower():
+                assumed.append(path)
+            if tag in (b"S", b"s") and os.path.lexists(os.path.join(worktree, os.fsdecode(path))):
+                skipped.append(path)
+        for flag, paths in (("--no-assume-unchanged", assumed), ("--no-skip-worktree", skipped)):
+            if paths:   # one flag per run: Git 2.39 applies only the first of two
+                self._run("update-index", flag, "-z", "--stdin", cwd=worktree, env=env,
+                          input=b"".join(p + b"\0" for p in paths))
 
     def prepared_index(self, worktree: str, tree: str) -> str:
         """Where `snapshot(keep=True)` leaves the index of `tree`: in the worktree's own admin

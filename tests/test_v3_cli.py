@@ -11,7 +11,7 @@ import pytest
 
 from conftest import git
 from flow import done, exists, intent, ok, provision, start, write_plan
-from helpers import snapshot_state
+from helpers import snapshot_state, write_initiative
 
 
 def simple(task: str, scope: list[str] | None = None) -> str:
@@ -132,3 +132,14 @@ def test_every_refusal_with_json_prints_one_document_and_the_error_line(running)
     (lane / "src" / "b" / "other.txt").write_text("not what the check wants\n")
     proc = gl(lane, "done", "--json")                                 # a failed attempt: its document only
     assert proc.returncode == 1 and json.loads(proc.stdout)["passed"] is False
+
+
+def test_json_mode_is_the_parsed_option_not_a_word_of_argv(repo):
+    """`--final-check --json` gives --final-check the value "--json": the refusal is human text, no
+    JSON document; the real option prints the refusal as one document (SPEC §6)."""
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"]}])
+    (repo / "untracked").write_text("dirty\n")
+    proc = gl(repo, "start", "demo", "--yes", "--final-check", "--json")
+    assert proc.returncode == 1 and proc.stdout == "" and "dirty_working_tree" in proc.stderr, proc
+    proc = gl(repo, "start", "demo", "--yes", "--final-check", "true", "--json")
+    assert proc.returncode == 1 and json.loads(proc.stdout)["reason"].startswith("dirty_working_tree"), proc

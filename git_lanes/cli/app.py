@@ -43,14 +43,14 @@ def main(argv: list[str] | None = None) -> int:
         _usage_error(e)
         return 2
     except click.exceptions.Abort:
-        if "--json" in args:
+        if render.json_mode(args):
             render.emit_json(render.refusal(None, "aborted"))
         render.err("error", "aborted")
         return 1
     except click.exceptions.Exit as e:
         return e.exit_code
     except (Exception, KeyboardInterrupt) as e:
-        return render.failure(e, "--json" in args)
+        return render.failure(e, render.json_mode(args))
 
 
 def _usage_error(e: click.UsageError) -> None:

@@ -22,7 +22,10 @@ def complete_tasks(ctx, param, incomplete):
 
 
 def json_option(f):
-    return click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON document.")(f)
+    from . import render
+
+    return click.option("--json", "as_json", is_flag=True, help="Print exactly one JSON document.",
+                        callback=lambda ctx, param, value: render.asked_json(value))(f)
 
 
 def slug_arg(f):

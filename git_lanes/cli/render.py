@@ -13,6 +13,7 @@ _CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 
 
 _emitted = False   # whether this command printed its JSON document already (`failure` prints none then)
+_json: bool | None = None   # the command's parsed `--json` (None: not parsed, e.g. a usage error before it)
 
 
 class Fail(Exception):
@@ -85,8 +86,21 @@ def refusal(code: str | None, detail: str, hint: str | None = None) -> dict[str,
 
 def begin() -> None:
     """A command starts: no document printed yet (an in-process caller may run several)."""
-    global _emitted
+    global _emitted, _json
     _emitted = False
+    _json = None
+
+
+def asked_json(value: bool) -> bool:
+    """The `--json` option's callback: what was parsed, not a word of argv (`-m --json` is a message)."""
+    global _json
+    _json = bool(value)
+    return value
+
+
+def json_mode(args: list[str]) -> bool:
+    """Whether the command's failure prints a JSON document: its parsed `--json`, else the word."""
+    return _json if _json is not None else "--json" in args
 
 
 def emit_json(doc: Any) -> None:

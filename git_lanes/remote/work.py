@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
+import shlex
 import signal
 import sys
 import threading
@@ -31,6 +32,7 @@ from typing import Any, Callable
 from ..checks import split_command
 from ..clone import clone_id
 from ..errors import LanesError, usage
+from ..gitio import BatchBranch
 from ..lanehost import live_claim, remote_timeout
 from ..laneside import give_up, heartbeat
 from ..model import TERMINAL
@@ -414,6 +416,18 @@ def work(s: Session, slug: str | None, *, remote: str, executor: str, jobs: int 
     return _result(worker)
 
 
+def _executor_steps(slug: str, remote: str, state: str) -> list[str]:
+    """What next, from an executor's clone: landing and freeing parked children are the coordinator's
+    (this clone's view is the record as last pulled from `remote`)."""
+    if state == "completed":
+        return [f"nothing left for this clone: the coordinator lands {BatchBranch(slug).name} "
+                f"(git fetch {shlex.quote(remote)} shows it)"]
+    if state == "needs_human":
+        return [f"the coordinator frees the parked children (git lanes status {shlex.quote(slug)} there); "
+                f"then here again: git lanes work {shlex.quote(slug)} --remote {shlex.quote(remote)} ..."]
+    return []
+
+
 def _result(worker: Worker) -> RunResult:
     s, slug = worker.s, worker.slug
     if slug is None or s.batches.read(slug) is None:
@@ -423,6 +437,7 @@ def _result(worker: Worker) -> RunResult:
     worker.progress.close()
     facts = summary_facts(s, slug, report, worker, getattr(worker, "log_dir", ""))
     state = report["batch_state"]
+    facts["next"] = _executor_steps(slug, worker.remote, state)
     result = RunResult(report, 0, None, facts)
     if worker.interrupted.is_set():
         result.exit_code = 1

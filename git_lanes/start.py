@@ -293,6 +293,11 @@ def start(s: Session, slug: str, o: StartOptions, confirm: Callable[[str], bool]
     check_id(slug, "slug")
     with s.transaction(slug, "start") as tx:
         p = prepare(s, slug, o)
+        from .workspace import environment_gap
+
+        gap = environment_gap(s, p.coordinator)
+        if gap:
+            s.warn(gap)
         if not confirm(confirmation_text(p)):
             raise refused("batch_confirmation_declined", "nothing was written")
         record = build_record(s, p)

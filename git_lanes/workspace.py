@@ -56,6 +56,28 @@ def setup_command(s: "Session") -> str | None:
     return cmd
 
 
+# what checks commonly need and Git ignores: a lane starts without them (SPEC §6 v3: committed files only)
+ENVIRONMENTS = {"node_modules": "git config lanes.setupCommand 'npm ci'",
+                ".venv": "git config lanes.setupCommand 'sh scripts/make-venv.sh', a script you commit",
+                "venv": "git config lanes.setupCommand 'sh scripts/make-venv.sh', a script you commit",
+                ".env": "git config --add lanes.copy .env"}
+
+
+def environment_gap(s: "Session", worktree: str) -> str | None:
+    """A warning when `worktree` holds an ignored environment (`node_modules/`, `.venv/`, `.env`) that no lane
+    will get: neither `lanes.setupCommand` nor `lanes.copy` is set. None otherwise."""
+    if s.git.config_get("lanes.setupCommand") or s.git.config_all("lanes.copy"):
+        return None
+    present = [name for name in ENVIRONMENTS if os.path.lexists(os.path.join(worktree, name))]
+    found = [name for name in present if name in s.git.work.ignored(worktree, present)] if present else []
+    if not found:
+        return None
+    names = ", ".join(name + ("/" if os.path.isdir(os.path.join(worktree, name)) else "") for name in found)
+    it = "it" if len(found) == 1 else "them"
+    return (f"{names}: ignored by Git, so no lane has {it} (a lane starts with the committed files); checks that "
+            f"need {it} fail in every lane. Set lanes.setupCommand or lanes.copy, e.g. {ENVIRONMENTS[found[0]]}")
+
+
 def run_setup(s: "Session", path: str, *, slug: str, batch_id: str, task_id: str) -> CheckResult | None:
     """`lanes.setupCommand` in a new worktree (None when there is none)."""
     cmd = setup_command(s)

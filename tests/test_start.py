@@ -56,6 +56,27 @@ def test_a_plan_not_yet_committed_is_named_with_the_commit_that_fixes_it(demo):
     code, out, err = lanes(demo, "plan", "nothing")
     assert code == 2 and "hint:" not in err
 
+def test_start_warns_about_an_ignored_environment_no_lane_will_get(demo):
+    """node_modules/ in the coordinator, ignored, and neither lanes.setupCommand nor lanes.copy: every lane
+    would lack it (checks fail there for no reason of the task's); `start` says so, and how to fix it."""
+    (demo / ".git" / "info" / "exclude").write_text("node_modules/\n")
+    (demo / "node_modules" / "pkg").mkdir(parents=True)
+    code, out, err = lanes(demo, "start", "demo", "--yes")
+    assert code == 0, err
+    warning = [line for line in err.splitlines() if "node_modules/" in line]
+    assert len(warning) == 1 and warning[0].startswith("warning: node_modules/: ignored by Git, so no lane has it")
+    assert warning[0].endswith("e.g. git config lanes.setupCommand 'npm ci'")
+
+
+@pytest.mark.parametrize("config", [("lanes.setupCommand", "true"), ("lanes.copy", "node_modules/")])
+def test_no_environment_warning_once_lanes_get_one(demo, config):
+    (demo / ".git" / "info" / "exclude").write_text("node_modules/\n")
+    (demo / "node_modules" / "pkg").mkdir(parents=True)
+    git(demo, "config", *config)
+    code, out, err = lanes(demo, "start", "demo", "--yes")
+    assert code == 0 and "node_modules" not in err, err
+
+
 def test_start_status_log_end_to_end_through_git(demo):
     before = git(demo, "status", "--porcelain")
     proc = git_lanes(demo, "start", "demo", "--max-parallel", "2", "--yes", "--json")

@@ -240,7 +240,7 @@ def remove_lane(s: "Session", path: str, branch: str, keep_branch: bool = False,
     branch (compare-and-swap); then the folders above it that git-lanes made and that are now empty."""
     tip = s.git.refs.resolve(branch_ref(branch))
     if path and os.path.isdir(path):
-        if not force and s.git.work.marked(path) and not worktree_clean(s.git, path):
+        if not force and _marked_work(s, path):
             # `git worktree remove` looks past entries marked assume-unchanged or skip-worktree
             raise refused("batch_lane_release_refused", f"{path} has uncommitted work behind index entries "
                                                         "marked assume-unchanged or skip-worktree")
@@ -266,6 +266,15 @@ def remove_lane(s: "Session", path: str, branch: str, keep_branch: bool = False,
         crash_point("branch-deleted")
     if path:
         remove_empty_parents(s, path)
+
+
+def _marked_work(s: "Session", path: str) -> bool:
+    """Whether the lane holds work behind index entries marked assume-unchanged or skip-worktree (which
+    `git worktree remove` looks past). A worktree Git cannot read (a removal killed half-way) has none."""
+    try:
+        return s.git.work.marked(path) and not worktree_clean(s.git, path)
+    except GitError:
+        return False
 
 
 def drop_left_branch(s: "Session", branch: str, lane_commit: str | None, keep: bool = False) -> bool:

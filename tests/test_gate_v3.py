@@ -314,6 +314,21 @@ def test_a_fast_forward_killed_while_writing_files_is_put_back_and_redone(repo):
     assert not (repo / ".git" / "lanes" / "locks" / "demo.ff").exists()
 
 
+def test_a_users_edit_after_a_killed_fast_forward_is_not_taken_for_a_torn_file(repo):
+    """The merge died (its mark is there) and the user then wrote a file the candidate adds: not the
+    beginning of the candidate's version, so not what a killed checkout leaves. Step 2 judges it (not a
+    lane's: refused untouched), and the user's bytes stay where they are (SPEC §9)."""
+    cand = verified_candidate(repo, "fast-forward-marked")
+    (repo / "src" / "a").mkdir(parents=True, exist_ok=True)
+    (repo / "src" / "a" / "x").write_text("MY OWN EDIT")
+    code, out, err = lanes(repo, "tick")
+    assert code == 1 and "working_tree_unstaged: src/a/x" in err, err
+    assert (repo / "src" / "a" / "x").read_text() == "MY OWN EDIT"
+    assert git(repo, "rev-parse", "imm/demo").strip() == cand["head"]
+    (repo / "src" / "a" / "x").unlink()   # moved away: the landing goes on
+    assert child(lanes_json(repo, "tick")[1], "a")["state"] == "integrated"
+
+
 def test_only_a_merge_that_died_is_finished_not_what_the_user_staged(repo):
     """Without the mark a killed merge leaves, a candidate staged in the coordinator by hand is the
     user's: no hold moves the branch for it."""

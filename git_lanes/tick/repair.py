@@ -156,8 +156,8 @@ def _undo_torn_checkout(t: TickState, cand, entries) -> bool:
 
     rec = t.record
     changed = set(t.git.odb.diff_paths(cand.head, cand.commit))
-    if any(e.path not in changed for e in entries):
-        return False
+    if any(e.path not in changed or not _torn(t, cand.commit, e) for e in entries):
+        return False   # not only what a killed checkout leaves: step 2 judges them (restore, or refuse untouched)
     backup = os.path.join(t.git.common_dir, "lanes", "restores", rec.batch_id,
                           "torn-" + "".join(ch for ch in t.s.clock() if ch.isalnum()))
     for e in entries:
@@ -173,6 +173,27 @@ def _undo_torn_checkout(t: TickState, cand, entries) -> bool:
     t.s.warn(f"a fast-forward to {cand.commit[:12]} was interrupted while it wrote files; "
              f"{len(entries)} path(s) put back to {rec.branch} (copies in {backup})")
     return True
+
+
+def _torn(t: TickState, commit: str, entry) -> bool:
+    """Whether a status entry is what a checkout of `commit` killed half-way can leave there: the file
+    gone, or (so far) a beginning of the version `commit` has; never someone's own edit."""
+    path = os.path.join(t.record.coordinator, entry.path)
+    if not os.path.lexists(path):
+        return True
+    wanted = t.git.odb.blob_at(commit, entry.path)
+    if wanted is None:
+        return False
+    try:
+        on_disk = os.fsencode(os.readlink(path)) if os.path.islink(path) else _read(path)
+    except OSError:
+        return False
+    return wanted.startswith(on_disk)
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
 
 
 def _stop(t: TickState, state: str, reason: str, event: str) -> None:

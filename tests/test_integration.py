@@ -468,3 +468,26 @@ def test_a_skip_worktree_entry_whose_file_is_absent_is_no_deletion(repo):
     finish(lane, {"src/a/new": "new\n"})
     commit = child(tick(repo), "a")["commit"]
     assert git(repo, "show", f"{commit}:src/a/sparse") == "kept\n"
+
+
+def test_a_lane_committed_past_its_integrated_lane_commit_is_not_released(repo):
+    """Commits an executor made after its task integrated are work that never was: the lane gets no
+    release handoff, `release` refuses it, and `release --stale` (once the batch ends) keeps the tip
+    reachable from the record (SPEC §0, §8.5)."""
+    start(repo, [{"id": "a", "scope": ["src/a"]}, {"id": "b", "scope": ["src/b"]}])
+    lane = provision(repo, "a")
+    finish(lane, {"src/a/f": "1\n"})
+    assert child(tick(repo), "a")["state"] == "integrated"
+    (lane / "src" / "a" / "g").write_text("more\n")
+    git(lane, "add", "-A")
+    git(lane, "commit", "-q", "-m", "after the integration")
+    tip = git(lane, "rev-parse", "HEAD").strip()
+    proc = subprocess.run(["git", "lanes", "status", "--json"], cwd=repo, capture_output=True, text=True)
+    assert [h for h in json.loads(proc.stdout)["handoffs"] if h.get("action") == "release"] == [], proc.stderr
+    code, out, err = lanes(repo, "release", "a")
+    assert code == 1 and "batch_lane_release_refused" in err, err
+    assert git(repo, "rev-parse", "refs/heads/imm-lane/demo/a").strip() == tip
+    assert lanes(repo, "retire", "demo", "--yes")[0] == 0
+    assert lanes(repo, "release", "--stale", "demo")[0] == 0
+    assert subprocess.run(["git", "merge-base", "--is-ancestor", tip, "refs/notes/lanes/batch/demo"],
+                          cwd=repo).returncode == 0   # kept reachable from the record

@@ -156,9 +156,12 @@ def report(t: TickState, write: bool = True) -> Outcome:
             _passive_view(t, c)
         if c.state == "integrated" and c.lane:
             where = t.lanes.presence(c.lane)
-            # a release killed half-way (files gone) is released all the same: its work is integrated
+            # a release killed half-way (files gone) is released all the same: its work is integrated; a
+            # local lane committed past its lane commit holds work that never was: it is not released
+            moved_on = c.lane.remote is None and where.head is not None and where.head != c.lane.lane_commit
             t.view(c.task_id).clean_on_branch = where.exists and where.branch == branch_ref(c.lane.branch) and \
-                (t.lanes.clean(c.lane, c.lane.lane_commit if where.head == c.lane.lane_commit else None)
+                (not moved_on and t.lanes.clean(c.lane, c.lane.lane_commit if where.head == c.lane.lane_commit
+                                                else None)
                  or t.lanes.half_removed(c.lane))
     commits = t.batch_commits()
     head = t.git.refs.resolve(t.branch.ref)

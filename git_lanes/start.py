@@ -293,8 +293,9 @@ def start(s: Session, slug: str, o: StartOptions, confirm: Callable[[str], bool]
     check_id(slug, "slug")
     with s.transaction(slug, "start") as tx:
         p = prepare(s, slug, o)
-        from .workspace import environment_gap
+        from .workspace import environment_gap, setup_command
 
+        setup_command(s)   # shell syntax in lanes.setupCommand: exit 2 before anything is written (SPEC §2 v3)
         gap = environment_gap(s, p.coordinator)
         if gap:
             s.warn(gap)

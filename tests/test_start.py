@@ -77,6 +77,14 @@ def test_no_environment_warning_once_lanes_get_one(demo, config):
     assert code == 0 and "node_modules" not in err, err
 
 
+def test_shell_syntax_in_the_setup_command_refuses_start_before_anything_is_written(demo):
+    git(demo, "config", "lanes.setupCommand", "npm ci && npm run build")
+    before = all_refs(demo)
+    code, out, err = lanes(demo, "start", "demo", "--yes")
+    assert code == 2 and out == "" and err.startswith("error: lanes.setupCommand 'npm ci && npm run build'"), err
+    assert all_refs(demo) == before and git(demo, "branch", "--show-current").strip() == "main"
+
+
 def test_start_status_log_end_to_end_through_git(demo):
     before = git(demo, "status", "--porcelain")
     proc = git_lanes(demo, "start", "demo", "--max-parallel", "2", "--yes", "--json")

@@ -62,11 +62,14 @@ def path_problem(entry: str) -> str | None:
 
 
 def scope_entry_problem(entry: str) -> str | None:
-    """Why `entry` is not a valid scope entry, or None."""
+    """Why `entry` is not a valid scope entry, or None. Judged as it is used: trimmed (SPEC §3)."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in entry):
+        return f"{entry!r} must not contain a control character"
     for char in SCOPE_FORBIDDEN:
         if char in entry:
             return f"{entry!r} must not contain {char!r}"
-    return path_problem(entry)
+    problem = path_problem(entry.strip())
+    return problem.replace(repr(entry.strip()), repr(entry), 1) if problem else None
 
 
 def final_check_problem(command: object) -> str | None:
@@ -119,6 +122,8 @@ def shell_syntax(command: str) -> str | None:
     first_word = True
     while i < n:
         c = command[i]
+        if c in "\r\n" and command[i:].strip():
+            return "\n"   # a line break outside quotes separates two commands in a shell
         if c in " \t\n":
             if not word_start:
                 first_word = False

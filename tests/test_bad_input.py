@@ -151,7 +151,7 @@ PLAN_CASES: list[PlanCase] = [
     plan("scope-int-entry", a=good_intent("a", scope=[1])),
     *[plan(f"scope-entry-{i}", a=good_intent("a", scope=[entry])) for i, entry in enumerate(
         ["", "   ", "/src/a", "src\\a", "./src", "src/./a", "src/../a", "..", ".", "src/{a}", "src/}", "!src",
-         "src/a/..", "src//../x"])],
+         "src/a/..", "src//../x", " ../x*", " /abs*", "src/.. ", "src/a\0*", "src/\na"])],
     plan("blocked-by-unknown", b=good_intent("b", blocked_by=["zz"])),
     plan("blocked-by-self", a=good_intent("a", blocked_by=["a"])),
     plan("blocked-by-duplicate", b=good_intent("b", blocked_by=["a", "a"])),
@@ -203,10 +203,14 @@ PLAN_CASES: list[PlanCase] = [
                                  "python3 -c pass; false", "python3 -c pass ;false", "python3 -c pass & true",
                                  "python3 -c pass > out.txt", "python3 -c pass >> out.txt",
                                  "python3 -c pass < in.txt", "python3 -c pass 2>&1", "FOO=1 python3 -c pass",
-                                 "python3 -c pass&&false", "python3 -c pass>out.txt"])],
+                                 "python3 -c pass&&false", "python3 -c pass>out.txt", "true\nfalse",
+                                 "python3 -c pass\r\npython3 -c 'exit(1)'"])],
     # positive controls: quoted shell words are ordinary arguments; other files are ignored
     plan("ok-quoted-and-and", a=good_intent("a", acceptance=with_item(check="python3 -c pass '&&'")), ok=True),
     plan("ok-quoted-pipe", a=good_intent("a", acceptance=with_item(check='python3 -c "print(1|2)"')), ok=True),
+    plan("ok-trailing-line-break", a=good_intent("a", acceptance=with_item(check="python3 -c pass\n")), ok=True),
+    plan("ok-quoted-line-break", a=good_intent("a", acceptance=with_item(check="python3 -c 'x = 1\nprint(x)'")),
+         ok=True),
     plan("ok-other-files-ignored", extra={"notes.md": "# notes\n", "README": "x"}, ok=True),
 ]
 

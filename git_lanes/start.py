@@ -244,6 +244,9 @@ def confirmation_text(p: Prepared) -> str:
              "  waves:"]
     for i, wave in enumerate(p.plan.waves(o.max_parallel), 1):
         lines.append(f"    {i}. " + ", ".join(wave))
+    material = [t.task_id for t in p.plan.tasks if t.intent.risk == "material"]
+    if material:
+        lines.append("  material risk: " + ", ".join(material))
     conflicts = p.plan.scope_conflicts()
     if conflicts:
         lines.append("  scope conflicts (never run together):")

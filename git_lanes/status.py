@@ -50,12 +50,13 @@ def check_tasks(s: Session, slug: str, tasks: list[str]) -> None:
         raise usage(f"not a child of batch {record.batch_id}: " + ", ".join(missing))
 
 
-def plan_view(s: Session, slug: str, max_parallel: int) -> tuple[dict[str, Any], str, bool]:
+def plan_view(s: Session, slug: str, max_parallel: int) -> tuple[dict[str, Any], str, bool, dict[str, str]]:
     """`git lanes plan`: (the plan document read from HEAD, its title, whether the working tree
-    differs from HEAD under `.lanes/<slug>/`)."""
+    differs from HEAD under `.lanes/<slug>/`, the risk of each task that is not `low`: shown, SPEC §2)."""
     head = s.git.rev_parse("HEAD")
     if head is None:
         raise usage("HEAD has no commit yet; the plan is read from HEAD")
     plan = s.plan_at(head, slug)
     differs = bool(s.git.toplevel) and any(e.path.startswith(f".lanes/{slug}/") for e in s.git.status())
-    return plan.to_json(max_parallel), plan.title, differs
+    risks = {t.task_id: t.intent.risk for t in plan.tasks if t.intent.risk != "low"}
+    return plan.to_json(max_parallel), plan.title, differs, risks

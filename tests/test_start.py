@@ -85,6 +85,16 @@ def test_shell_syntax_in_the_setup_command_refuses_start_before_anything_is_writ
     assert all_refs(demo) == before and git(demo, "branch", "--show-current").strip() == "main"
 
 
+def test_a_material_risk_is_shown_by_plan_and_the_start_confirmation(repo):
+    """SPEC §2: `risk = "material"` is shown, with no other effect."""
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "extra": ['risk = "material"']},
+                                    {"id": "b", "scope": ["src/b"]}])
+    code, out, err = lanes(repo, "plan", "demo")
+    assert code == 0 and "  a: src/a [risk: material]" in out.splitlines() and "  b: src/b" in out.splitlines()
+    code, out, err = lanes(repo, "start", "demo")   # no terminal: the confirmation is shown, then refused
+    assert code == 1 and "  material risk: a" in err.splitlines(), err
+
+
 def test_start_status_log_end_to_end_through_git(demo):
     before = git(demo, "status", "--porcelain")
     proc = git_lanes(demo, "start", "demo", "--max-parallel", "2", "--yes", "--json")

@@ -24,7 +24,7 @@ def plan_cmd(slug: str, max_parallel: int, as_json: bool) -> None:
     from ..status import plan_view
 
     check_id(slug, "slug")
-    doc, title, differs = plan_view(session(), slug, max_parallel)
+    doc, title, differs, risks = plan_view(session(), slug, max_parallel)
     if differs:
         render.err("warning", f"the working tree differs from HEAD under .lanes/{slug}/; the plan shown is HEAD's")
     if as_json:
@@ -34,7 +34,8 @@ def plan_cmd(slug: str, max_parallel: int, as_json: bool) -> None:
     render.say(f"plan digest {doc['plan_digest']}")
     for c in doc["children"]:
         deps = f" (after {', '.join(c['blocked_by'])})" if c["blocked_by"] else ""
-        render.say(f"  {c['task_id']}{deps}: {', '.join(c['scope'])}")
+        risk = f" [risk: {risks[c['task_id']]}]" if c["task_id"] in risks else ""
+        render.say(f"  {c['task_id']}{deps}: {', '.join(c['scope'])}{risk}")
     for i, wave in enumerate(doc["waves"], 1):
         render.say(f"wave {i}: {', '.join(wave)}")
     seen: set[str] = set()

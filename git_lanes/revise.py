@@ -118,7 +118,7 @@ def apply_revision(s: Session, record: BatchRecord, request: RevisionRequest, at
                                      to_revision=proposed.revision, intent_content_hash=request.parsed.content_hash,
                                      intent_text=request.text, actor=decision.actor,
                                      confirmation_ref=confirmation_ref))
-    return {"task_id": task_id, "accepted": True, "actor": decision.actor,
+    return {"task_id": task_id, "accepted": True, "reason": None, "fallback": None, "actor": decision.actor,
             "from_revision": current.intent.revision, "to_revision": proposed.revision}
 
 

@@ -171,8 +171,8 @@ def test_delegated_revision_narrows_scope_changes_acceptance_integrates_and_rese
                       acceptance=[("A1", "out says hello", contains("src/alpha/out.txt", "hello"))])
     code, report, err = cli(repo, "revise", "alpha", "--intent", propose(tmp_path, narrowed))
     assert code == 0, err
-    assert report["lane_revision"] == {"task_id": "alpha", "accepted": True, "actor": "batch-coordinator",
-                                       "from_revision": 1, "to_revision": 2}
+    assert report["lane_revision"] == {"task_id": "alpha", "accepted": True, "reason": None, "fallback": None,
+                                       "actor": "batch-coordinator", "from_revision": 1, "to_revision": 2}
     granted = record(repo, "demo")["revision_delegation"]["confirmation_time"]
     [rev] = report["revisions"]
     assert rev["confirmation_ref"] == f"delegated-batch:{batch_id}@{granted}"
@@ -242,8 +242,8 @@ def test_compatible_revision_is_approved_as_executor_without_grant_or_yes(repo, 
                                ("A2", "notes exist", exists("src/alpha/notes.txt"))])
     code, report, err = cli(repo, "revise", "alpha", "--intent", propose(tmp_path, added))
     assert code == 0, err
-    assert report["lane_revision"] == {"task_id": "alpha", "accepted": True, "actor": "executor",
-                                       "from_revision": 1, "to_revision": 2}
+    assert report["lane_revision"] == {"task_id": "alpha", "accepted": True, "reason": None, "fallback": None,
+                                       "actor": "executor", "from_revision": 1, "to_revision": 2}
     assert report["revisions"][0]["confirmation_ref"] is None
     result = done(la, {"src/alpha/out.txt": "x\n"})
     assert [r["id"] for r in result["results"]] == ["A1", "A2"] and result["passed"] is False
@@ -341,7 +341,8 @@ def test_a_person_at_a_terminal_approves_or_declines(repo, tmp_path):
     assert rec.revisions == [] and "revision 1 -> 2: scope narrowed" in asked[0]
     req = read_request("alpha", narrowed, interactive=True, confirm=lambda text: True)
     item = apply_revision(s, rec, req, "2030-01-01T00:00:00.000Z")
-    assert item == {"task_id": "alpha", "accepted": True, "actor": "user", "from_revision": 1, "to_revision": 2}
+    assert item == {"task_id": "alpha", "accepted": True, "reason": None, "fallback": None, "actor": "user",
+                    "from_revision": 1, "to_revision": 2}
     assert rec.revisions[0].confirmation_ref.startswith("terminal@")
     # a second revision must raise the now effective revision 2
     again = read_request("alpha", narrowed, yes=True)

@@ -129,3 +129,37 @@ def test_the_token_never_appears_in_notes_commits_or_output(batch, gh):
     assert all(TOKEN not in text for text in run.outputs)
     logs = subprocess.run(["git", "log", "--all", "-p", "--notes=*"], cwd=batch, capture_output=True).stdout
     assert TOKEN.encode() not in logs
+
+
+def test_integrate_leaves_closing_issues_to_the_next_tick(batch, gh):
+    """SPEC §6: `integrate` runs steps 1-9, 12 and 14 of a tick; step 10 (tracker closes) is not one."""
+    deliver_task(batch, "parser")
+    code, report = run(batch, "integrate", "demo", "parser")
+    assert code == 0 and child(report, "parser")["state"] == "integrated", report
+    assert gh.requests == [] and "tracker_observations" not in report
+    code, report = run(batch, "tick")
+    assert report["tracker_observations"][0]["status"] == "updated" and gh.state == "closed"
+
+
+def test_a_carried_over_childs_issue_is_the_batch_that_integrated_it(batch, gh):
+    """A child `start` carries over was integrated, and its issue closed, by the earlier batch: the new
+    batch finds that batch's marker (already_current), not a closed issue without its own (ambiguous)."""
+    deliver_task(batch, "parser")
+    code, first = run(batch, "tick")
+    assert child(first, "parser")["tracker_closed"] is True and gh.state == "closed"
+    code, report = run(batch, "provision", "other")
+    lane = Path(lane_path(report, "other"))
+    assert lanes(lane, "done", "--give-up", "-m", "stuck")[0] == 0
+    code, report = run(batch, "tick")
+    assert report["batch_state"] == "needs_human", report
+    assert lanes(batch, "retire", "demo", "--yes")[0] == 0
+    assert lanes(batch, "release", "--stale", "demo")[0] == 0
+    code, report = run(batch, "start", "demo", "--yes", "--max-parallel", "2")
+    assert code == 0 and child(report, "parser")["state"] == "integrated", run.outputs[-1]
+    assert report["tracker_observations"] == [{"task_id": "parser", "status": "already_current",
+                                               "message": report["tracker_observations"][0]["message"]}]
+    assert first["batch_id"] in report["tracker_observations"][0]["message"]
+    assert child(report, "parser")["tracker_closed"] is True and len(gh.writes()) == 2   # the first close only
+    seen = len(gh.requests)
+    run(batch, "tick")
+    assert len(gh.requests) == seen

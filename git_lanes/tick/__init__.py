@@ -87,7 +87,7 @@ def _hold(s, slug: str, req: Request, steps: Sequence[Step], landing: Pending | 
             if held is not None:
                 held.held.release()
         raise
-    closes = finish.tracker_closes(s, slug, t.record, req.actor, outcome)
+    closes = finish.tracker_closes(s, slug, t.record, req.actor, outcome) if req.closes_issues else None
     return closes or outcome, t.pending
 
 

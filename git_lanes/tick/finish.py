@@ -178,6 +178,14 @@ def report(t: TickState, write: bool = True) -> Outcome:
 
 # -- step 10: tracker closes (outside the lock) -----------------------------------------------------------------
 
+def _integrated_by(s: "Session", rec: "BatchRecord", child) -> str:
+    """The batch whose marker closes the child's issue: the one that integrated it (a child `start`
+    carried over was integrated, and its issue closed, by an earlier batch: its commit's `Lanes-Batch`)."""
+    if child.lane is not None and child.lane.carried_over and child.commit:
+        return s.git.odb.commit(child.commit).trailers.get("Lanes-Batch") or rec.batch_id
+    return rec.batch_id
+
+
 def tracker_closes(s: "Session", slug: str, rec: "BatchRecord", actor: str, outcome: Outcome) -> Outcome | None:
     """Close the issues of integrated children; record `tracker_closed` in a short locked write."""
     if not rec.tracker_github:
@@ -187,7 +195,7 @@ def tracker_closes(s: "Session", slug: str, rec: "BatchRecord", actor: str, outc
         if c.state in DONE and not c.tracker_closed:
             intent = authority.effective_intent(s, rec, c.task_id)
             if intent.issue:
-                todo.append((c.task_id, intent.issue))
+                todo.append((c.task_id, intent.issue, _integrated_by(s, rec, c)))
     if not todo:
         return None
     from ..tracker.github import from_env
@@ -195,8 +203,8 @@ def tracker_closes(s: "Session", slug: str, rec: "BatchRecord", actor: str, outc
     tracker = from_env(s.git.config_get("lanes.githubApiUrl", "https://api.github.com"))
     observations: list[dict[str, Any]] = []
     closed = []
-    for task_id, number in todo:
-        result = tracker.close_issue(rec.tracker_github, number, rec.batch_id, task_id)
+    for task_id, number, batch_id in todo:
+        result = tracker.close_issue(rec.tracker_github, number, batch_id, task_id)
         observations.append({"task_id": task_id, "status": result.status, "message": result.message})
         if result.status in ("updated", "already_current"):
             closed.append(task_id)

@@ -21,6 +21,7 @@ class Request:
     max_parallel: int | None = None
     only: set[str] | None = None                            # observe, commit and integrate these children only
     actor: str = "tick"
+    closes_issues: bool = True                              # step 10 (`integrate` leaves it to the next tick)
 
     @property
     def has_requests(self) -> bool:

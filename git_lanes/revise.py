@@ -35,6 +35,9 @@ class RevisionRequest:
     yes: bool = False
     interactive: bool = False
     confirm: Callable[[str], bool] | None = None
+    # the person's answer, asked before the tick takes the slug's lock (`ask_first`), and when
+    answer: bool | None = None
+    answered_at: str | None = None
 
 
 def read_request(task: str, path: str, *, yes: bool = False, interactive: bool = False,
@@ -65,11 +68,65 @@ def _refusal(task_id: str, reason: str, fallback: str) -> dict[str, Any]:
     return {"task_id": task_id, "accepted": False, "reason": f"{REFUSED}: {reason}", "fallback": fallback}
 
 
+def ask_first(s: Session, slug: str, request: RevisionRequest) -> RevisionRequest:
+    """A breaking revision that needs a person is asked about now, before the tick takes the slug's lock
+    (a prompt under it would hold every other command of the batch until answered): the request with the
+    answer. The tick decides again on the record it locks; the answer counts only if it still asks."""
+    snap = s.batches.read(slug)
+    if snap is None or request.confirm is None or not request.interactive:
+        return request
+    decided = _decide(s, snap.record, request)
+    if isinstance(decided, dict) or not decided[0].needs_person:
+        return request
+    decision, current, proposed, change = decided
+    import dataclasses
+
+    answer = request.confirm(_question(snap.record, request.task_id, current, proposed, change))
+    return dataclasses.replace(request, answer=answer, answered_at=s.clock())
+
+
+def _question(record: BatchRecord, task_id: str, current, proposed, change) -> str:
+    return (f"Approve the breaking revision of {task_id} in batch {record.batch_id} "
+            f"(revision {current.intent.revision} -> {proposed.revision}: {describe(change)})?")
+
+
 def apply_revision(s: Session, record: BatchRecord, request: RevisionRequest, at: str) -> dict[str, Any]:
     """Decide a revision for an `enrolled` child; record it when approved (SPEC §10.1).
 
     Returns the report's `lane_revision` item. A refusal changes nothing in `record`.
     """
+    decided = _decide(s, record, request)
+    if isinstance(decided, dict):
+        return decided
+    decision, current, proposed, change = decided
+    task_id = request.task_id
+    if decision.actor is None:
+        return _refusal(task_id, decision.refusal or "refused", decision.fallback or "")
+    confirmation_ref = None
+    if decision.actor == "batch-coordinator":
+        confirmation_ref = f"delegated-batch:{record.batch_id}@{record.revision_delegation.confirmation_time}"
+    elif decision.actor == "user":
+        if decision.needs_person:
+            answer, answered_at = request.answer, request.answered_at
+            if answer is None:   # not asked before the lock (an in-process caller): asked now
+                answer, answered_at = request.confirm(_question(record, task_id, current, proposed, change)), \
+                    s.clock()
+            if not answer:
+                return _refusal(task_id, f"{task_id}: the breaking revision was declined at the terminal",
+                                "nothing was recorded; propose another revision or leave the intent as it is")
+            confirmation_ref = f"terminal@{answered_at}"
+        else:
+            confirmation_ref = f"yes-flag@{at}"
+    record.revisions.append(Revision(at=at, task_id=task_id, from_revision=current.intent.revision,
+                                     to_revision=proposed.revision, intent_content_hash=request.parsed.content_hash,
+                                     intent_text=request.text, actor=decision.actor,
+                                     confirmation_ref=confirmation_ref))
+    return {"task_id": task_id, "accepted": True, "reason": None, "fallback": None, "actor": decision.actor,
+            "from_revision": current.intent.revision, "to_revision": proposed.revision}
+
+
+def _decide(s: Session, record: BatchRecord, request: RevisionRequest):
+    """The refusal (the report's `lane_revision`), or (decision, current, proposed, change)."""
     task_id = request.task_id
     child = record.child(task_id)
     if child is None:
@@ -99,27 +156,7 @@ def apply_revision(s: Session, record: BatchRecord, request: RevisionRequest, at
                       interactive=request.interactive and request.confirm is not None,
                       again=f"git lanes revise {shlex.quote(task_id)} --slug {shlex.quote(record.slug)} "
                             f"--intent {shlex.quote(request.file)}")
-    if decision.actor is None:
-        return _refusal(task_id, decision.refusal or "refused", decision.fallback or "")
-    confirmation_ref = None
-    if decision.actor == "batch-coordinator":
-        confirmation_ref = f"delegated-batch:{record.batch_id}@{record.revision_delegation.confirmation_time}"
-    elif decision.actor == "user":
-        if decision.needs_person:
-            question = (f"Approve the breaking revision of {task_id} in batch {record.batch_id} "
-                        f"(revision {current.intent.revision} -> {proposed.revision}: {describe(change)})?")
-            if not request.confirm(question):
-                return _refusal(task_id, f"{task_id}: the breaking revision was declined at the terminal",
-                                "nothing was recorded; propose another revision or leave the intent as it is")
-            confirmation_ref = f"terminal@{s.clock()}"
-        else:
-            confirmation_ref = f"yes-flag@{at}"
-    record.revisions.append(Revision(at=at, task_id=task_id, from_revision=current.intent.revision,
-                                     to_revision=proposed.revision, intent_content_hash=request.parsed.content_hash,
-                                     intent_text=request.text, actor=decision.actor,
-                                     confirmation_ref=confirmation_ref))
-    return {"task_id": task_id, "accepted": True, "reason": None, "fallback": None, "actor": decision.actor,
-            "from_revision": current.intent.revision, "to_revision": proposed.revision}
+    return decision, current, proposed, change
 
 
 def reseal(s: Session, record: BatchRecord, task_id: str, commit: str, at: str) -> bool:

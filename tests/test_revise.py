@@ -15,7 +15,7 @@ from flow import (child_of, cli, contains, done, exists, intent, ok, provision, 
 from git_lanes.decisions.revision import classify, decide, entry_covered, envelope_refusals, fixed_refusals
 from git_lanes.errors import ExitCode, LanesError
 from git_lanes.plan import parse_intent
-from git_lanes.revise import apply_revision, read_request
+from git_lanes.revise import apply_revision, ask_first, read_request
 from git_lanes.session import Session
 
 
@@ -322,6 +322,29 @@ def test_a_revision_of_a_child_that_is_not_enrolled_is_refused(repo, tmp_path):
     assert code == 1 and report["lane_revision"]["reason"] == \
         "batch_revision_refused: beta is pending, not running in its Lane"
     assert world(repo) == before
+
+
+def test_the_person_is_asked_before_the_slug_is_locked(repo, tmp_path):
+    """A prompt under the slug's lock would hold every other command of the batch (SPEC §15: they wait
+    `lanes.lockTimeout`, then batch_busy) for as long as the person reads it: `revise` asks first."""
+    from git_lanes.tick import Request, run_tick
+
+    two_lanes(repo)
+    s = Session(cwd=str(repo))
+    narrowed = propose(tmp_path, intent("alpha", revision=2, scope=["src/alpha/out.txt"]))
+    free = []
+
+    def answer(text):
+        with s.batches.transaction("demo", actor="probe", clock=s.clock, timeout=0.5):
+            free.append(True)   # another command gets the lock while the question is open
+        return True
+
+    req = ask_first(s, "demo", read_request("alpha", narrowed, interactive=True, confirm=answer))
+    assert free == [True] and req.answer is True
+    report = run_tick(s, "demo", Request(revision=req, actor="revise")).report
+    assert report["lane_revision"]["accepted"] is True and report["lane_revision"]["actor"] == "user"
+    assert report["revisions"][0]["confirmation_ref"] == f"terminal@{req.answered_at}"
+    assert free == [True]   # asked once
 
 
 def test_a_person_at_a_terminal_approves_or_declines(repo, tmp_path):

@@ -78,7 +78,7 @@ def review_cmd(task, slug, approve, reject, message, as_json) -> None:
 def revise_cmd(task, slug, intent_file, yes, as_json) -> None:
     """Propose a revised intent for an enrolled child (a tick carrying it)."""
     from ..ids import check_id
-    from ..revise import read_request
+    from ..revise import ask_first, read_request
     from ..status import check_tasks
     from ..tick import Request, run_tick
 
@@ -88,4 +88,5 @@ def revise_cmd(task, slug, intent_file, yes, as_json) -> None:
     check_tasks(s, slug, [task])   # a task the batch does not have: exit 2 (SPEC §6), before any prompt
     req = read_request(task, intent_file, yes=yes, interactive=sys.stdin.isatty() and sys.stderr.isatty(),
                        confirm=lambda text: click.confirm(text, default=False, err=True))
+    req = ask_first(s, slug, req)   # a prompt never holds the slug's lock
     render.outcome(run_tick(s, slug, Request(revision=req, actor="revise")), as_json)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 # a `git ls-files -v -z` entry whose tag is lower case (assume-unchanged) or S (skip-worktree)
 _FLAGGED = re.compile(rb"(?:^|\0)(?:[a-z]|S) ")
+_UNMARKED: set[tuple] = set()   # (index, inode, size, mtime) of indexes seen without such marks
 
 
 class Indexes:
@@ -65,7 +66,7 @@ class Indexes:
             env = {**self.git.env, "GIT_INDEX_FILE": temp_index}
             if os.path.exists(index):
                 copy_file(index, temp_index)
-                self._unflag(worktree, env)
+                self._unflag(worktree, env, index)
             self._run(*extra, "add", "-A", cwd=worktree, env=env)
             tree = self._run("write-tree", cwd=worktree, env=env).stdout.decode().strip()
             if keep:
@@ -78,13 +79,23 @@ class Indexes:
         looks past those, so a worktree it calls clean may still hold changes there."""
         return bool(_FLAGGED.search(self._run("ls-files", "-v", "-z", cwd=worktree).stdout))
 
-    def _unflag(self, worktree: str, env: dict[str, str]) -> None:
+    def _unflag(self, worktree: str, env: dict[str, str], index: str) -> None:
         """Entries marked assume-unchanged, and skip-worktree ones whose file is there, lose the mark in
-        the (temporary) index `env` names: `git add -A` looks past marked entries, and a delivery is
-        what the files hold (SPEC §5), whatever the index was told to assume. A skip-worktree entry
-        whose file is absent (a sparse checkout's) keeps it: its absence is no deletion."""
+        the (temporary) index `env` names, a copy of `index`: `git add -A` looks past marked entries,
+        and a delivery is what the files hold (SPEC §5), whatever the index was told to assume. A
+        skip-worktree entry whose file is absent (a sparse checkout's) keeps it: its absence is no
+        deletion. An index this process saw unmarked, unchanged since, is not listed again."""
+        try:
+            st = os.stat(index)
+            key: tuple | None = (index, st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError:
+            key = None
+        if key is not None and key in _UNMARKED:
+            return
         listed = self._run("ls-files", "-v", "-z", cwd=worktree, env=env).stdout
         if not _FLAGGED.search(listed):
+            if key is not None:
+                _UNMARKED.add(key)
             return
         assumed, skipped = [], []
         for entry in listed.split(b"\0"):

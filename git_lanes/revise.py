@@ -8,7 +8,7 @@ taken); `apply_revision` decides it inside a tick (step C.6) and records an appr
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from pydantic import ValidationError
@@ -35,7 +35,7 @@ class RevisionRequest:
     yes: bool = False
     interactive: bool = False
     confirm: Callable[[str], bool] | None = None
-    # the person's answer, asked before the tick takes the slug's lock (`ask_first`), and when
+    # the person's answer and its time, asked before the tick takes the slug's lock (`ask_first`)
     answer: bool | None = None
     answered_at: str | None = None
 
@@ -78,11 +78,9 @@ def ask_first(s: Session, slug: str, request: RevisionRequest) -> RevisionReques
     decided = _decide(s, snap.record, request)
     if isinstance(decided, dict) or not decided[0].needs_person:
         return request
-    decision, current, proposed, change = decided
-    import dataclasses
-
+    _, current, proposed, change = decided
     answer = request.confirm(_question(snap.record, request.task_id, current, proposed, change))
-    return dataclasses.replace(request, answer=answer, answered_at=s.clock())
+    return replace(request, answer=answer, answered_at=s.clock())
 
 
 def _question(record: BatchRecord, task_id: str, current, proposed, change) -> str:

@@ -69,7 +69,8 @@ def environment_gap(s: "Session", worktree: str) -> str | None:
     if s.git.config_get("lanes.setupCommand") or s.git.config_all("lanes.copy"):
         return None
     present = [name for name in ENVIRONMENTS if os.path.lexists(os.path.join(worktree, name))]
-    found = [name for name in present if name in s.git.work.ignored(worktree, present)] if present else []
+    ignored = s.git.work.ignored(worktree, present) if present else set()
+    found = [name for name in present if name in ignored]
     if not found:
         return None
     names = ", ".join(name + ("/" if os.path.isdir(os.path.join(worktree, name)) else "") for name in found)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -702,3 +703,32 @@ def test_a_record_that_diverged_is_never_pushed_over_even_when_the_reflog_held_t
     assert code == 1 and statuses(doc)[ref] == "remote_moved" and "rewound" not in next(
         r for r in doc["refs"] if r["ref"] == ref)
     assert refs(bare)[ref] == remote_value
+
+
+def test_a_lock_file_a_killed_fetch_left_never_stops_pull_or_push(world):
+    """SPEC §15: a `.lock` under the private fetch namespace (its every writer holds the fetch lock) is
+    removed at once; an old `packed-refs.lock` once it is stale. Neither stops pull or push for good."""
+    repo = world["repo"]
+    ok(repo, "push")
+    clone = clone_of(world)
+    ok(clone, "pull")
+    mirrored = clone / ".git" / "refs" / "lanes-remotes" / "origin" / "notes" / "lanes" / "batch" / "demo.lock"
+    mirrored.write_text("")
+    old = time.time() - 3600
+    os.utime(mirrored, (old, old))
+    finish(repo, "b")
+    ok(repo, "push")
+    code, out, err = lanes(clone, "pull", "--json")
+    assert code == 0 and "removed stale lock file" in err and not mirrored.exists(), err
+    assert statuses(json.loads(out))["refs/notes/lanes/batch/demo"] == "pulled"
+    head = git(repo, "rev-parse", "imm/demo").strip()
+    git(world["bare"], "update-ref", "refs/heads/imm/other", head)
+    ok(clone, "pull")
+    git(clone, "pack-refs", "--all")   # the mirrored refs are packed: pruning one rewrites packed-refs
+    git(world["bare"], "update-ref", "-d", "refs/heads/imm/other")
+    packed = clone / ".git" / "packed-refs.lock"
+    packed.write_text("")
+    os.utime(packed, (old, old))
+    code, out, err = lanes(clone, "pull", "--json")
+    assert code == 0 and not packed.exists(), err
+    assert "imm/other" not in git(clone, "for-each-ref", "refs/lanes-remotes/")

@@ -5,18 +5,35 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from .process import GitError
+import os
+
+from .process import GitError, LockWait, locked_path
 
 if TYPE_CHECKING:
     from .git import Git
 
 
-def fetch_mirror(git: "Git", target: str, specs: Sequence[str]) -> None:
+def fetch_mirror(git: "Git", target: str, specs: Sequence[str], guarded: str | None = None) -> None:
     """`git fetch --prune --atomic` of `specs` (`+src:dst` refspecs) from `target`, and nothing else:
     `--refmap=` keeps Git from also updating the remote's own tracking refs (`refs/remotes/<name>/…`)
-    on the way, refs that are the user's, and that another fetch may be writing at that moment."""
-    git.run("fetch", "--quiet", "--no-tags", "--prune", "--atomic", "--no-write-fetch-head",
-            "--no-recurse-submodules", "--refmap=", "--", target, *specs)
+    on the way, refs that are the user's, and that another fetch may be writing at that moment.
+
+    A Git `.lock` a killed process left in the way never stops it for good (SPEC §15): one under the
+    ref prefix `guarded` (whose every writer holds the `flock` the caller holds) is removed at once,
+    any other (`packed-refs.lock`) once it is stale (`process.LockWait`)."""
+    argv = ["fetch", "--quiet", "--no-tags", "--prune", "--atomic", "--no-write-fetch-head",
+            "--no-recurse-submodules", "--refmap=", "--", target, *specs]
+    mine = os.path.join(git.common_dir, *guarded.rstrip("/").split("/")) + os.sep if guarded else None
+    wait = LockWait(git.warn)
+    while True:
+        proc = git.run(*argv, check=False)
+        if proc.returncode == 0:
+            return
+        err = proc.stderr.decode("utf-8", "replace")
+        lock = locked_path(err)
+        if lock is None:
+            raise GitError(["git", *argv], proc.returncode, err)
+        wait(lock, ours=mine is not None and os.path.abspath(lock).startswith(mine))
 
 
 def push_atomic(git: "Git", target: str,

@@ -153,7 +153,7 @@ def fetch(git: Git, target: str, prefix: str) -> dict[str, str]:
     fetch into it at a time (`store.fetch_lock`)."""
     specs = [f"+{fam}*:{_tracking(prefix, fam)}*" for fam in FAMILIES]
     with fetch_lock(git, prefix):
-        fetch_mirror(git, target, specs)
+        fetch_mirror(git, target, specs, guarded=prefix)
         mirrored = git.refs.under(prefix.rstrip("/"))
     return {"refs/" + name[len(prefix):]: oid for name, oid in mirrored.items()
             if name.startswith(prefix)}

@@ -263,7 +263,14 @@ def remove_lane(s: "Session", path: str, branch: str, keep_branch: bool = False,
     s.forget_worktrees()
     crash_point("worktree-removed")
     if not keep_branch and tip is not None:
-        s.git.refs.delete(branch_ref(branch), tip, "git-lanes: release lane")
+        try:
+            s.git.refs.delete(branch_ref(branch), tip, "git-lanes: release lane")
+        except RefRaceError:
+            now = s.git.refs.resolve(branch_ref(branch))
+            if now is not None:   # moved meanwhile (not by us): someone's work, kept
+                raise refused("batch_lane_release_refused", f"{branch} moved to {now[:12]} while its lane was "
+                                                            "removed; the branch is kept") from None
+            # deleted meanwhile by another release of the same lane: the same end
         crash_point("branch-deleted")
     if path:
         remove_empty_parents(s, path)

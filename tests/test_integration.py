@@ -491,3 +491,34 @@ def test_a_lane_committed_past_its_integrated_lane_commit_is_not_released(repo):
     assert lanes(repo, "release", "--stale", "demo")[0] == 0
     assert subprocess.run(["git", "merge-base", "--is-ancestor", tip, "refs/notes/lanes/batch/demo"],
                           cwd=repo).returncode == 0   # kept reachable from the record
+
+
+@pytest.mark.parametrize("meanwhile", ["deleted", "moved"])
+def test_a_lane_branch_that_another_release_deleted_or_someone_moved_meanwhile(repo, monkeypatch, meanwhile):
+    """Two releases of one lane race (two `work` loops of a clone): the loser's compare-and-swap finds the
+    branch gone, the same end, not an internal error. A branch moved meanwhile is someone's: kept, refused."""
+    from git_lanes.gitio.refs import Refs
+
+    start(repo, [{"id": "a", "scope": ["src/a"]}])
+    lane = provision(repo, "a")
+    finish(lane, {"src/a/f": "1\n"})
+    assert child(tick(repo), "a")["state"] == "integrated"
+    real = Refs.delete
+    base = git(repo, "rev-parse", "main").strip()
+
+    def racing(self, ref, old, reason):
+        if ref == "refs/heads/imm-lane/demo/a":
+            if meanwhile == "deleted":
+                git(repo, "update-ref", "-d", ref)
+            else:
+                git(repo, "update-ref", ref, base)
+        return real(self, ref, old, reason)
+
+    monkeypatch.setattr(Refs, "delete", racing)
+    code, out, err = lanes(repo, "release", "a")
+    if meanwhile == "deleted":
+        assert code == 0 and not lane.exists(), err
+        assert child(tick(repo), "a")["state"] == "released"
+    else:
+        assert code == 1 and "batch_lane_release_refused" in err and "the branch is kept" in err, err
+        assert git(repo, "rev-parse", "refs/heads/imm-lane/demo/a").strip() == base

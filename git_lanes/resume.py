@@ -59,6 +59,9 @@ def recover(s: Session, rec: BatchRecord, child: Child) -> Recovery:
     lane = child.lane
     if lane is None:
         return Recovery(task, None, "it has no lane")
+    if lane.remote is not None:
+        return Recovery(task, None, f"its lane lives in clone {lane.remote.clone_id} ({lane.remote.host}); "
+                                    "a restart hands the task to any machine")
     where = LocalLanes(s).presence(lane.path)
     if not where.exists:
         return Recovery(task, None, f"its lane {lane.path} is gone")

@@ -732,3 +732,21 @@ def test_a_lock_file_a_killed_fetch_left_never_stops_pull_or_push(world):
     code, out, err = lanes(clone, "pull", "--json")
     assert code == 0 and not packed.exists(), err
     assert "imm/other" not in git(clone, "for-each-ref", "refs/lanes-remotes/")
+
+
+def test_run_remote_in_a_clone_that_has_not_pulled_continues_the_pushed_batch(world):
+    """SPEC §14: `run --remote` starts the batch only when none is active, and which is active is the
+    remote's to say: it pulls first (it used to start a second batch and loop on remote_moved)."""
+    repo = world["repo"]
+    lane = provision(repo, "b")
+    assert lanes(lane, "done", "--give-up", "-m", "stuck")[0] == 0
+    parked = ok(repo, "tick")
+    assert parked["batch_state"] == "needs_human"
+    ok(repo, "push")
+    clone = clone_of(world)
+    code, out, err = lanes(clone, "run", "demo", "--remote", "origin", "--yes")
+    assert code == 1 and f"batch {parked['batch_id']} needs a human decision" in err, err
+    assert "then continue with: git lanes run demo --remote origin" in out, out
+    assert record_json(clone)["batch_id"] == parked["batch_id"]
+    assert git(world["bare"], "rev-parse", "refs/notes/lanes/batch/demo") == \
+        git(repo, "rev-parse", "refs/notes/lanes/batch/demo")

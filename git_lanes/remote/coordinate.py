@@ -203,6 +203,11 @@ def run_remote(s: Session, slug: str, *, remote: str, opts=None, confirm: Callab
     if interval <= 0:
         raise usage("--interval must be more than 0")
     opts = opts or StartOptions()
+    again = f"git lanes run {slug} --remote {remote}"
+    try:   # the batch another clone started and pushed is this one's to continue, not to start again
+        pull(s, remote)
+    except LanesError as exc:
+        s.warn(f"{remote}: {exc.message}; going on from this clone's record")
     snap = s.batches.read(slug)
     if snap is None or snap.record.terminal:
         record = start(s, slug, opts, confirm or (lambda text: True))
@@ -214,7 +219,7 @@ def run_remote(s: Session, slug: str, *, remote: str, opts=None, confirm: Callab
             return RunResult(report, 1, f"batch_needs_human: batch {record.batch_id} needs a human decision "
                                         f"({record.reason}); run never resumes it: inspect 'git lanes status', "
                                         f"then 'git lanes resume {slug}' and run again",
-                             summary_facts(s, slug, report, None, run_log_dir(s, record.batch_id)))
+                             summary_facts(s, slug, report, None, run_log_dir(s, record.batch_id), again=again))
     log_dir = run_log_dir(s, record.batch_id)
     driver = Driver(s, slug, record, [], None, as_json, out, log_dir, verify_inline=True)
     coord = Coordinator(s, slug, remote, interval, driver)
@@ -249,5 +254,6 @@ def _finish(coord: Coordinator, log_dir: str) -> RunResult:
     coord.event(f"{coord.remote}: {coord.pulls} pull(s), {coord.pushes} push(es)")
     drop_scratch(cs, final, driver.progress.event)
     driver.progress.close()
-    return ending(final, summary_facts(cs, slug, final, driver, log_dir), interrupted, driver.stop_reason,
-                  f"git lanes run {slug} --remote {coord.remote}")
+    again = f"git lanes run {slug} --remote {coord.remote}"
+    return ending(final, summary_facts(cs, slug, final, driver, log_dir, again=again), interrupted,
+                  driver.stop_reason, again)

@@ -56,7 +56,7 @@ def _failed_attempts(s: Session, slug: str, batch_id: str, task_id: str, archive
     return failed
 
 
-def next_steps(s: Session, slug: str, record, executor: str = "...") -> list[str]:
+def next_steps(s: Session, slug: str, record, executor: str = "...", again: str | None = None) -> list[str]:
     """What to do next, as commands to paste (SPEC §13 v3): land a completed batch; look at and free
     each parked child (resume it when Git can recover it, else restart it)."""
     from ..report import land_command
@@ -79,12 +79,12 @@ def next_steps(s: Session, slug: str, record, executor: str = "...") -> list[str
         why = f" ({found.why})" if found.state is None else ""
         steps.append(f"{child.task_id}: {look}; then {free}{why}")
     if steps:
-        steps.append(f"then continue with: git lanes run {shlex.quote(slug)} --executor {executor}")
+        steps.append("then continue with: " + (again or f"git lanes run {shlex.quote(slug)} --executor {executor}"))
     return steps
 
 
 def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver | None, logs: str,
-                  executor: str = "...") -> dict[str, Any]:
+                  executor: str = "...", again: str | None = None) -> dict[str, Any]:
     """The summary's facts: the stored reason, the per-child table, the batch branch's log, what next."""
     snap = s.batches.read(slug)
     mine = snap is not None and snap.record.batch_id == report["batch_id"]
@@ -103,7 +103,7 @@ def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver 
     log = None
     if s.git.refs.resolve(branch.ref) is not None:
         log = s.git.odb.log_oneline(f"{base}..{branch.name}" if base else branch.name).rstrip("\n")
-    steps = next_steps(s, slug, snap.record, executor) if mine else []
+    steps = next_steps(s, slug, snap.record, executor, again) if mine else []
     return {"reason": stored or report.get("reason"), "rows": rows, "branch": branch.name, "base": base,
             "log": log, "log_dir": logs, "next": steps}
 

@@ -750,3 +750,20 @@ def test_run_remote_in_a_clone_that_has_not_pulled_continues_the_pushed_batch(wo
     assert record_json(clone)["batch_id"] == parked["batch_id"]
     assert git(world["bare"], "rev-parse", "refs/notes/lanes/batch/demo") == \
         git(repo, "rev-parse", "refs/notes/lanes/batch/demo")
+
+
+def test_a_join_killed_after_its_worktree_was_added_is_joined_again(world):
+    """SPEC §15: crash anywhere, the next command goes on. A join killed before its claim was written
+    left an unclaimed, empty lane that refused every later join (batch_lane_branch_exists) for ever."""
+    repo = world["repo"]
+    ok(repo, "push")
+    clone = clone_of(world)
+    target = world["tmp"] / "lane-b"
+    env = dict(os.environ, GIT_LANES_CRASH_AT="worktree-added")
+    killed = subprocess.run(["git", "lanes", "join", "demo", "b", "--path", str(target)], cwd=clone, env=env,
+                            capture_output=True, text=True)
+    assert killed.returncode != 0 and target.is_dir()
+    code, out, err = lanes(clone, "join", "demo", "b", "--path", str(target), "--json")
+    assert code == 0 and "an interrupted join left" in err, err
+    ok(repo, "pull")
+    assert {c["task_id"]: c["state"] for c in ok(repo, "tick")["children"]}["b"] == "enrolled"

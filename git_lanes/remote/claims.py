@@ -151,6 +151,26 @@ def join(s: Session, slug: str | None, task_id: str, path: str | None = None, re
                                   "re-pulls; nothing was left behind")
 
 
+def _drop_half_joined(s: Session, branch: LaneBranch, base_head: str) -> bool:
+    """A join killed before its claim was written leaves a lane nobody claims: its branch still at the
+    base the handoff names and nothing in its worktree. Removed (the join goes on), as the join would
+    have on a lost race; True. Anything else is work, kept: False."""
+    from ..snapshot import worktree_clean
+    from ..workspace import remove_lane
+
+    wt = s.worktree_on(branch.name)
+    if wt is None or s.git.refs.resolve(branch.ref) != base_head:
+        return False
+    try:
+        if os.path.isdir(wt.path) and not worktree_clean(s.git, wt.path):
+            return False
+    except LanesError:
+        return False
+    remove_lane(s, wt.path if os.path.isdir(wt.path) else "", branch.name, force=True)
+    s.warn(f"removed the lane {wt.path} an interrupted join left (nothing in it)")
+    return True
+
+
 def _join_once(s: Session, slug: str, task_id: str, path: str | None, remote: str) -> dict[str, Any] | None:
     from ..tick import status_report
     from ..workspace import create_lane
@@ -184,7 +204,7 @@ def _join_once(s: Session, slug: str, task_id: str, path: str | None, remote: st
         raise refused("batch_lane_unknown_child",
                       f"{task_id} has no provision handoff in batch {rec.batch_id} as pulled from {remote} "
                       f"(it is {state})")
-    if s.worktree_on(branch.name) is not None:
+    if s.worktree_on(branch.name) is not None and not _drop_half_joined(s, branch, handoff["base_head"]):
         raise refused("batch_lane_branch_exists", f"{branch.name} is checked out in this clone already; "
                                                   "release that lane first")
     replaced = git.refs.resolve(branch.ref)

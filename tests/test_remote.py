@@ -767,3 +767,23 @@ def test_a_join_killed_after_its_worktree_was_added_is_joined_again(world):
     assert code == 0 and "an interrupted join left" in err, err
     ok(repo, "pull")
     assert {c["task_id"]: c["state"] for c in ok(repo, "tick")["children"]}["b"] == "enrolled"
+
+
+def test_heartbeats_go_on_while_the_loop_is_busy_with_one_long_step(repo):
+    """SPEC §14: heartbeats every `lanes.remoteTimeout / 3` "whatever its sessions are doing": a join
+    running a long `lanes.setupCommand` beats from a thread of its own, with a session of its own."""
+    from git_lanes.remote.heartbeats import beating
+
+    seen, events = [], []
+    with beating(lambda s: seen.append(s.git.cwd), str(repo), events.append, poll=0.02):
+        time.sleep(0.3)   # the long step
+    count = len(seen)
+    time.sleep(0.1)
+    assert count >= 5 and len(seen) == count and set(seen) == {str(repo)} and events == []
+
+    def broken(s):
+        raise RuntimeError("no network")
+
+    with beating(broken, str(repo), events.append, poll=0.02):
+        time.sleep(0.1)
+    assert events == ["heartbeat failed: no network"]   # said once; the step itself goes on

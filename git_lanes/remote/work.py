@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
-import shlex
 import signal
 import sys
 import threading
@@ -32,17 +31,17 @@ from typing import Any, Callable
 from ..checks import split_command
 from ..clone import clone_id
 from ..errors import LanesError, usage
-from ..gitio import BatchBranch
 from ..lanehost import live_claim, remote_timeout
 from ..laneside import give_up, heartbeat
 from ..model import TERMINAL
 from ..procs import CtrlC
-from ..run import RunResult, summary_facts
+from ..run import RunResult, executor_steps, summary_facts
 from ..run.progress import Progress, Track, child_rows
 from ..run.sessions import Sessions
 from ..session import Session
 from ..store import CorruptRecord
 from .claims import claimed_elsewhere, failure_text, held_lanes, join, own_refs, release, sync_push, wants_session
+from .heartbeats import beating
 from .replicate import pull, resolve_remote, unsent
 
 EMPTY_SESSIONS = 2    # sessions in a row without a delivery before the lane gives up (as `run`)
@@ -111,15 +110,16 @@ class Worker:
             self.unreachable = None
         return True
 
-    def push(self) -> None:
+    def push(self, s: Session | None = None) -> None:
         """Push what this clone wrote (its lanes' branches and records)."""
         if self.slug is None:
             return
-        refs = own_refs(self.s, self.slug)
+        s = s or self.s
+        refs = own_refs(s, self.slug)
         try:
-            if not refs or not unsent(self.s, self.remote, refs.__contains__):
+            if not refs or not unsent(s, self.remote, refs.__contains__):
                 return
-            doc = sync_push(self.s, self.remote, only=refs.__contains__)
+            doc = sync_push(s, self.remote, only=refs.__contains__)
         except LanesError as exc:
             self._unreachable(exc)
             return
@@ -296,7 +296,9 @@ class Worker:
                 self.skip[task] -= 1
                 continue
             try:
-                doc = join(self.s, self.slug, task, remote=self.remote, attempts=1, pulled=True)
+                with beating(lambda s: self.beat(force=False, s=s), self.git.cwd, self.event,
+                             poll=min(self.beat_every, 1.0)):
+                    doc = join(self.s, self.slug, task, remote=self.remote, attempts=1, pulled=True)
             except LanesError as exc:
                 if exc.code != "batch_lane_claimed":
                     self.skip[task] = JOIN_BACKOFF
@@ -307,16 +309,17 @@ class Worker:
             self.held[task] = Held(task, doc["claim"]["run_id"], doc["lane_path"])   # the claim is its first beat
             self.event(f"{task}: joined, lane {doc['lane_path']} (waits for the coordinator to admit it)")
 
-    def beat(self, force: bool) -> None:
+    def beat(self, force: bool, s: Session | None = None) -> None:
         if not self.held or (not force and time.monotonic() - self.last_beat < self.beat_every):
             return
         self.last_beat = time.monotonic()
         for held in list(self.held.values()):
             try:
-                heartbeat(self.s, self.slug, held.task_id, held.run_id)
+                heartbeat(s or self.s, self.slug, held.task_id, held.run_id)
             except LanesError as exc:
                 self.event(f"{held.task_id}: heartbeat not written: {exc.message}")
-        self.push()
+        self.push(s)
+
 
     # -- waiting --------------------------------------------------------------------------------------------
 
@@ -416,18 +419,6 @@ def work(s: Session, slug: str | None, *, remote: str, executor: str, jobs: int 
     return _result(worker)
 
 
-def _executor_steps(slug: str, remote: str, state: str) -> list[str]:
-    """What next, from an executor's clone: landing and freeing parked children are the coordinator's
-    (this clone's view is the record as last pulled from `remote`)."""
-    if state == "completed":
-        return [f"nothing left for this clone: the coordinator lands {BatchBranch(slug).name} "
-                f"(git fetch {shlex.quote(remote)} shows it)"]
-    if state == "needs_human":
-        return [f"the coordinator frees the parked children (git lanes status {shlex.quote(slug)} there); "
-                f"then here again: git lanes work {shlex.quote(slug)} --remote {shlex.quote(remote)} ..."]
-    return []
-
-
 def _result(worker: Worker) -> RunResult:
     s, slug = worker.s, worker.slug
     if slug is None or s.batches.read(slug) is None:
@@ -437,7 +428,7 @@ def _result(worker: Worker) -> RunResult:
     worker.progress.close()
     facts = summary_facts(s, slug, report, worker, getattr(worker, "log_dir", ""))
     state = report["batch_state"]
-    facts["next"] = _executor_steps(slug, worker.remote, state)
+    facts["next"] = executor_steps(slug, worker.remote, state)
     result = RunResult(report, 0, None, facts)
     if worker.interrupted.is_set():
         result.exit_code = 1

@@ -83,6 +83,18 @@ def next_steps(s: Session, slug: str, record, executor: str = "...", again: str 
     return steps
 
 
+def executor_steps(slug: str, remote: str, state: str) -> list[str]:
+    """What next, from an executor's clone: landing and freeing parked children are the coordinator's
+    (this clone's view is the record as last pulled from `remote`)."""
+    if state == "completed":
+        return [f"nothing left for this clone: the coordinator lands {BatchBranch(slug).name} "
+                f"(git fetch {shlex.quote(remote)} shows it)"]
+    if state == "needs_human":
+        return [f"the coordinator frees the parked children (git lanes status {shlex.quote(slug)} there); "
+                f"then here again: git lanes work {shlex.quote(slug)} --remote {shlex.quote(remote)} ..."]
+    return []
+
+
 def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver | None, logs: str,
                   executor: str = "...", again: str | None = None) -> dict[str, Any]:
     """The summary's facts: the stored reason, the per-child table, the batch branch's log, what next."""

@@ -77,7 +77,13 @@ class Indexes:
     def marked(self, worktree: str) -> bool:
         """Whether the worktree's index marks any entry assume-unchanged or skip-worktree: `git status`
         looks past those, so a worktree it calls clean may still hold changes there."""
-        return bool(_FLAGGED.search(self._run("ls-files", "-v", "-z", cwd=worktree).stdout))
+        key = _index_key(self.index_path(worktree))
+        if key is not None and key in _UNMARKED:
+            return False
+        found = bool(_FLAGGED.search(self._run("ls-files", "-v", "-z", cwd=worktree).stdout))
+        if not found and key is not None:
+            _UNMARKED.add(key)
+        return found
 
     def _unflag(self, worktree: str, env: dict[str, str], index: str) -> None:
         """Entries marked assume-unchanged, and skip-worktree ones whose file is there, lose the mark in
@@ -85,11 +91,7 @@ class Indexes:
         and a delivery is what the files hold (SPEC §5), whatever the index was told to assume. A
         skip-worktree entry whose file is absent (a sparse checkout's) keeps it: its absence is no
         deletion. An index this process saw unmarked, unchanged since, is not listed again."""
-        try:
-            st = os.stat(index)
-            key: tuple | None = (index, st.st_ino, st.st_size, st.st_mtime_ns)
-        except OSError:
-            key = None
+        key = _index_key(index)
         if key is not None and key in _UNMARKED:
             return
         listed = self._run("ls-files", "-v", "-z", cwd=worktree, env=env).stdout
@@ -176,3 +178,12 @@ class Indexes:
         """Whether the worktree's index holds exactly `commit`'s tree (reads only; no lock taken)."""
         return self._run("--no-optional-locks", "diff-index", "--cached", "--quiet", commit, "--",
                          cwd=worktree, check=False).returncode == 0
+
+
+def _index_key(index: str) -> tuple | None:
+    """What identifies one version of an index file (Git replaces it by a rename: a new inode)."""
+    try:
+        st = os.stat(index)
+    except OSError:
+        return None
+    return (index, st.st_ino, st.st_size, st.st_mtime_ns)

@@ -3,9 +3,8 @@ atomic push with an explicit lease on every ref (never a blind force)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
-
 import os
+from typing import TYPE_CHECKING, Sequence
 
 from .process import GitError, LockWait, locked_path
 

@@ -787,3 +787,33 @@ def test_heartbeats_go_on_while_the_loop_is_busy_with_one_long_step(repo):
     with beating(broken, str(repo), events.append, poll=0.02):
         time.sleep(0.1)
     assert events == ["heartbeat failed: no network"]   # said once; the step itself goes on
+
+
+def test_a_join_killed_while_pushing_its_claim_and_then_beaten_is_undone_by_the_next_join(world, monkeypatch):
+    """West's join dies in its push (nothing undone); east then claims the task. West's next join used to
+    say already_joined while its record diverged from the server's for ever: it now finds the remote's
+    other claim, undoes what its lost join made, and refuses batch_lane_claimed (SPEC §14, §15)."""
+    from git_lanes.remote import claims
+
+    repo, bare, tmp = world["repo"], world["bare"], world["tmp"]
+    ok(repo, "push")
+    east = clone_of(world)
+    west = tmp / "west"
+    git(tmp, "clone", "-q", str(bare), str(west))
+
+    def killed(git_, target, sends):
+        raise KeyboardInterrupt   # the process dies before its push: no undo runs
+
+    monkeypatch.setattr(claims, "push_atomic", killed)
+    code, out, err = lanes(west, "join", "demo", "b", "--path", str(tmp / "west-b"))
+    monkeypatch.undo()
+    assert code != 0 and (tmp / "west-b").is_dir()
+    ok(east, "join", "demo", "b", "--path", str(tmp / "east-b"))
+    east_id = git(east, "config", "lanes.cloneId").strip()
+    code, out, err = lanes(west, "join", "demo", "b", "--path", str(tmp / "west-b"))
+    assert code == 1 and f"batch_lane_claimed: b by {east_id}" in err, err
+    assert not (tmp / "west-b").exists()
+    ref = "refs/notes/lanes/lane/demo/b"
+    assert refs(west)[ref] == refs(bare)[ref]
+    doc = ok(west, "pull")
+    assert statuses(doc)[ref] in ("up_to_date", "pulled"), doc

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from ..clone import clone_id, host_name
 from ..errors import LanesError, refused, usage
-from ..gitio import LaneBranch, RefRaceError, branch_ref, lane_record_ref
+from ..gitio import BatchBranch, LaneBranch, RefRaceError, branch_ref, lane_record_ref
 from ..gitio.transport import push_atomic
 from ..ids import check_id
 from ..lanehost import live_claim
@@ -151,6 +151,37 @@ def join(s: Session, slug: str | None, task_id: str, path: str | None = None, re
                                   "re-pulls; nothing was left behind")
 
 
+def _lost_before(s: Session, remote: str, slug: str, task_id: str, doc: dict[str, Any], mine: str,
+                 branch: LaneBranch, child) -> None:
+    """A join killed while it pushed its claim, the claim then won by another clone: the lane record
+    diverged (`remote_moved`) and the remote's carries the other claim. What the lost join made here is
+    undone (the record as the remote has it; the lane, while it holds nothing) and the join refused
+    `batch_lane_claimed`, as a race lost at once would have been."""
+    ref = lane_record_ref(slug, task_id)
+    if not any(r["ref"] == ref and r["status"] == "remote_moved" for r in doc["refs"]):
+        return
+    theirs = next(r["remote"] for r in doc["refs"] if r["ref"] == ref)
+    try:
+        claim = s.lanes.data_at(slug, task_id, theirs).get("claim") if theirs else None
+    except (LanesError, ValueError, AttributeError):
+        return
+    holder = claim.get("clone_id") if isinstance(claim, dict) else None
+    if holder is None or holder == mine:
+        return
+    tip = s.git.refs.resolve(branch.ref)
+    head = s.git.refs.resolve(BatchBranch(slug).ref)
+    if child is not None and child.state == "pending" and tip and head and s.git.odb.is_ancestor(tip, head):
+        _drop_half_joined(s, branch, tip)   # nothing of its own on the branch: only a clean lane goes
+    if s.worktree_on(branch.name) is None:
+        with lane_lock(s.git, slug, task_id, warn=s.warn):
+            ours = s.lanes.tip(slug, task_id)
+            try:
+                s.git.refs.update([(ref, theirs, ours)], f"git-lanes: join {task_id} lost to {holder}")
+            except RefRaceError:
+                pass
+    raise refused("batch_lane_claimed", f"{task_id} by {holder} ({claim.get('host', '?')})")
+
+
 def _drop_half_joined(s: Session, branch: LaneBranch, base_head: str) -> bool:
     """A join killed before its claim was written leaves a lane nobody claims: its branch still at the
     base the handoff names and nothing in its worktree. Removed (the join goes on), as the join would
@@ -194,7 +225,8 @@ def _join_once(s: Session, slug: str, task_id: str, path: str | None, remote: st
     if claim is not None and claim.clone_id != mine:
         raise refused("batch_lane_claimed", f"{task_id} by {claim.clone_id} ({claim.host})")
     if claim is not None and s.worktree_on(branch.name) is not None:   # joined before: make sure it travelled
-        sync_push(s, remote, only=own_refs(s, slug).__contains__)
+        doc = sync_push(s, remote, only=own_refs(s, slug).__contains__)
+        _lost_before(s, remote, slug, task_id, doc, mine, branch, rec.child(task_id))
         return _doc(s, rec, slug, task_id, s.worktree_on(branch.name).path, lrec.claim, again=True)
     report = status_report(s, slug)
     handoff = next((h for h in report["handoffs"] if h.get("action") == "provision" and h["task_id"] == task_id), None)

@@ -151,8 +151,8 @@ def join(s: Session, slug: str | None, task_id: str, path: str | None = None, re
                                   "re-pulls; nothing was left behind")
 
 
-def _lost_before(s: Session, remote: str, slug: str, task_id: str, doc: dict[str, Any], mine: str,
-                 branch: LaneBranch, child) -> None:
+def _lost_before(s: Session, slug: str, task_id: str, doc: dict[str, Any], mine: str, branch: LaneBranch,
+                 child) -> None:
     """A join killed while it pushed its claim, the claim then won by another clone: the lane record
     diverged (`remote_moved`) and the remote's carries the other claim. What the lost join made here is
     undone (the record as the remote has it; the lane, while it holds nothing) and the join refused
@@ -226,7 +226,7 @@ def _join_once(s: Session, slug: str, task_id: str, path: str | None, remote: st
         raise refused("batch_lane_claimed", f"{task_id} by {claim.clone_id} ({claim.host})")
     if claim is not None and s.worktree_on(branch.name) is not None:   # joined before: make sure it travelled
         doc = sync_push(s, remote, only=own_refs(s, slug).__contains__)
-        _lost_before(s, remote, slug, task_id, doc, mine, branch, rec.child(task_id))
+        _lost_before(s, slug, task_id, doc, mine, branch, rec.child(task_id))
         return _doc(s, rec, slug, task_id, s.worktree_on(branch.name).path, lrec.claim, again=True)
     report = status_report(s, slug)
     handoff = next((h for h in report["handoffs"] if h.get("action") == "provision" and h["task_id"] == task_id), None)

@@ -50,14 +50,15 @@ def require_utf8(value: str, what: str) -> str:
     return value
 
 
-def path_problem(entry: str) -> str | None:
-    """Why `entry` is not a clean repo-relative path, or None."""
+def path_problem(entry: str, shown: str | None = None) -> str | None:
+    """Why `entry` is not a clean repo-relative path, or None (naming it as `shown`, default itself)."""
+    name = repr(entry if shown is None else shown)
     if not entry.strip():
         return "must not be empty"
     if entry.startswith("/"):
-        return f"{entry!r} must not be absolute"
+        return f"{name} must not be absolute"
     if any(segment in (".", "..") for segment in entry.split("/")):
-        return f"{entry!r} must not contain a '.' or '..' segment"
+        return f"{name} must not contain a '.' or '..' segment"
     return None
 
 
@@ -68,8 +69,7 @@ def scope_entry_problem(entry: str) -> str | None:
     for char in SCOPE_FORBIDDEN:
         if char in entry:
             return f"{entry!r} must not contain {char!r}"
-    problem = path_problem(entry.strip())
-    return problem.replace(repr(entry.strip()), repr(entry), 1) if problem else None
+    return path_problem(entry.strip(), shown=entry)
 
 
 def final_check_problem(command: object) -> str | None:

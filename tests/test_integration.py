@@ -357,20 +357,25 @@ def test_a_lane_holding_only_files_lanes_exclude_ignores_is_released(repo):
     assert child(tick(repo), "a")["state"] == "released"
 
 
-def test_a_file_the_coordinator_ignores_is_never_overwritten_by_a_landing(repo):
-    """`git merge` takes ignored files for disposable; git-lanes does not: a landing that would put a
-    tracked file where the coordinator has an ignored one of other content is refused, nothing touched."""
+def ignored_where_the_lane_tracks(repo, ours: str, theirs: str) -> None:
+    """Task a delivers a tracked `src/a/local.cfg` (`theirs`) where the coordinator has one its Git ignores."""
     start(repo, [{"id": "a", "scope": ["src/a"]}])
     with open(repo / ".git" / "info" / "exclude", "a") as fh:
         fh.write("local.cfg\n")
     (repo / "src" / "a").mkdir(parents=True)
-    (repo / "src" / "a" / "local.cfg").write_text("USER SECRET\n")
+    (repo / "src" / "a" / "local.cfg").write_text(ours)
     lane = provision(repo, "a")
     (lane / "src" / "a").mkdir(parents=True, exist_ok=True)
-    (lane / "src" / "a" / "local.cfg").write_text("lane\n")
+    (lane / "src" / "a" / "local.cfg").write_text(theirs)
     git(lane, "add", "-f", "src/a/local.cfg")
     git(lane, "commit", "-q", "-m", "add")
     assert lanes(lane, "done")[0] == 0
+
+
+def test_a_file_the_coordinator_ignores_is_never_overwritten_by_a_landing(repo):
+    """`git merge` takes ignored files for disposable; git-lanes does not: a landing that would put a
+    tracked file where the coordinator has an ignored one of other content is refused, nothing touched."""
+    ignored_where_the_lane_tracks(repo, "USER SECRET\n", "lane\n")
     code, report = lanes_json(repo, "tick")
     assert code == 1 and report["batch_state"] == "rejected"
     assert report["reason"].startswith("working_tree_unstaged: src/a/local.cfg: a file Git ignores")
@@ -383,17 +388,7 @@ def test_a_file_the_coordinator_ignores_is_never_overwritten_by_a_landing(repo):
 
 
 def test_an_ignored_file_that_already_is_the_candidates_version_does_not_stop_the_landing(repo):
-    start(repo, [{"id": "a", "scope": ["src/a"]}])
-    with open(repo / ".git" / "info" / "exclude", "a") as fh:
-        fh.write("local.cfg\n")
-    (repo / "src" / "a").mkdir(parents=True)
-    (repo / "src" / "a" / "local.cfg").write_text("same\n")
-    lane = provision(repo, "a")
-    (lane / "src" / "a").mkdir(parents=True, exist_ok=True)
-    (lane / "src" / "a" / "local.cfg").write_text("same\n")
-    git(lane, "add", "-f", "src/a/local.cfg")
-    git(lane, "commit", "-q", "-m", "add")
-    assert lanes(lane, "done")[0] == 0
+    ignored_where_the_lane_tracks(repo, "same\n", "same\n")
     assert child(tick(repo), "a")["state"] == "integrated"
     assert (repo / "src" / "a" / "local.cfg").read_text() == "same\n"
 

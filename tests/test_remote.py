@@ -817,3 +817,18 @@ def test_a_join_killed_while_pushing_its_claim_and_then_beaten_is_undone_by_the_
     assert refs(west)[ref] == refs(bare)[ref]
     doc = ok(west, "pull")
     assert statuses(doc)[ref] in ("up_to_date", "pulled"), doc
+
+
+def test_a_lane_a_killed_join_left_is_kept_once_something_is_in_it(world):
+    """Only an empty lane is taken for the debris of a killed join: a file in it is someone's work."""
+    repo = world["repo"]
+    ok(repo, "push")
+    clone = clone_of(world)
+    target = world["tmp"] / "lane-b"
+    env = dict(os.environ, GIT_LANES_CRASH_AT="worktree-added")
+    subprocess.run(["git", "lanes", "join", "demo", "b", "--path", str(target)], cwd=clone, env=env,
+                   capture_output=True, text=True)
+    (target / "notes.txt").write_text("mine\n")
+    code, out, err = lanes(clone, "join", "demo", "b", "--path", str(target))
+    assert code == 1 and "batch_lane_branch_exists" in err, err
+    assert (target / "notes.txt").read_text() == "mine\n"

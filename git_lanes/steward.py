@@ -14,7 +14,7 @@ from .model import ArchivedLane
 from .session import Session, lane_branch
 from .store import slug_lock
 from .tick import Outcome, Request, run_tick, status_report
-from .workspace import create_lane, drop_left_branch, remove_lane
+from .workspace import create_lane, drop_left_branch, missing_folders, remove_if_empty, remove_lane
 
 
 def _state_of(report: dict[str, Any], task_id: str) -> str:
@@ -37,11 +37,11 @@ def provision(s: Session, slug: str, task_id: str, path: str | None) -> Outcome:
         raise refused("batch_lane_unknown_child", f"{task_id} has no provision handoff in batch {report['batch_id']} "
                                                   f"(it is {_state_of(report, task_id)})")
     coordinator = s.record(slug).coordinator
-    made = _missing_folders(os.path.dirname(os.path.abspath(path))) if path else []
+    made = missing_folders(path) if path else []
     try:
         target = create_lane(s, slug, task_id, handoff["base_head"], report["batch_id"], path, coordinator=coordinator)
     except BaseException:
-        _remove_if_empty(made)
+        remove_if_empty(made)
         raise
     admitted = False
     try:
@@ -59,27 +59,7 @@ def provision(s: Session, slug: str, task_id: str, path: str | None) -> Outcome:
     finally:
         if not admitted:   # a refused provision leaves nothing behind (it holds only copies and setup)
             remove_lane(s, target, lane_branch(slug, task_id), force=True)
-            _remove_if_empty(made)
-
-
-def _missing_folders(folder: str) -> list[str]:
-    """The folders above a `--path` that do not exist yet (the deepest first): what `provision` makes."""
-    missing = []
-    while folder and not os.path.lexists(folder):
-        missing.append(folder)
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            break
-        folder = parent
-    return missing
-
-
-def _remove_if_empty(folders: list[str]) -> None:
-    for folder in folders:
-        try:
-            os.rmdir(folder)
-        except OSError:
-            return
+            remove_if_empty(made)
 
 
 def release_handoff(s: Session, handoff: dict[str, Any], keep_branch: bool = False, *, slug: str) -> None:

@@ -314,6 +314,29 @@ def drop_left_branch(s: "Session", branch: str, lane_commit: str | None, keep: b
     return True
 
 
+def missing_folders(path: str) -> list[str]:
+    """The folders above `path` that do not exist yet, the deepest first: what creating a lane at
+    `path` (a `--path`) makes, and all that undoing it may remove (an empty folder that was there
+    before is the user's)."""
+    missing, folder = [], os.path.dirname(os.path.abspath(path))
+    while folder and not os.path.lexists(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return missing
+
+
+def remove_if_empty(folders: list[str]) -> None:
+    """Remove `folders` (deepest first, as `missing_folders` lists them) while they are empty."""
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            return
+
+
 def remove_empty_parents(s: "Session", path: str) -> None:
     """Remove the now-empty folders between a removed lane and the lane root (the root too when it is
     git-lanes's own default folder); never anything outside the root."""

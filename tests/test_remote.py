@@ -249,7 +249,9 @@ def test_a_joined_lane_is_claimed_admitted_observed_integrated_and_released_from
     repo, bare = world["repo"], world["bare"]
     ok(repo, "push")
     clone = clone_of(world)
-    target = world["tmp"] / "joined-b"
+    mine = world["tmp"] / "mine"
+    mine.mkdir()   # the user's own folder, empty: the lane's release leaves it
+    target = mine / "joined-b"
     doc = ok(clone, "join", "demo", "b", "--path", str(target))   # join pulls first
     base = git(repo, "rev-parse", "imm/demo").strip()
     assert doc["lane_branch"] == "imm-lane/demo/b" and doc["base_head"] == base and doc["admitted"] is False
@@ -319,6 +321,7 @@ def test_a_joined_lane_is_claimed_admitted_observed_integrated_and_released_from
     doc = ok(clone, "release", "b")
     assert doc["released"][0]["pushed"] is True
     assert not target.exists() and "refs/heads/imm-lane/demo/b" not in refs(clone)
+    assert mine.is_dir()
     assert json.loads(git(bare, "show", "refs/notes/lanes/lane/demo/b:lane.json"))["released"]["at"]
     # the clone pulls before the coordinator has recorded the release: the branch it released stays gone
     doc = ok(clone, "pull")
@@ -420,11 +423,12 @@ def test_a_claim_race_between_two_clones_leaves_one_lane_and_nothing_of_the_lose
         return real(git_, target, sends)
 
     monkeypatch.setattr(claims, "push_atomic", racing)
-    code, out, err = lanes(west, "join", "demo", "b", "--path", str(tmp / "west-b"))
+    (tmp / "kept").mkdir()   # the user's empty folder; `made` is the join's
+    code, out, err = lanes(west, "join", "demo", "b", "--path", str(tmp / "kept" / "made" / "west-b"))
     monkeypatch.undo()
     east_id = git(east, "config", "lanes.cloneId").strip()
     assert raced and code == 1 and f"batch_lane_claimed: b by {east_id}" in err
-    assert not (tmp / "west-b").exists()
+    assert not (tmp / "kept" / "made").exists() and (tmp / "kept").is_dir()
     assert git(west, "worktree", "list", "--porcelain").count("worktree ") == 1
     ref = "refs/notes/lanes/lane/demo/b"
     assert refs(west)[ref] == refs(bare)[ref] == refs(east)[ref]     # west keeps only a copy of east's claim

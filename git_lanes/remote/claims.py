@@ -204,7 +204,7 @@ def _drop_half_joined(s: Session, branch: LaneBranch, base_head: str) -> bool:
 
 def _join_once(s: Session, slug: str, task_id: str, path: str | None, remote: str) -> dict[str, Any] | None:
     from ..tick import status_report
-    from ..workspace import create_lane
+    from ..workspace import create_lane, missing_folders, remove_if_empty
 
     git = s.git
     snap = s.batches.read(slug)
@@ -245,9 +245,11 @@ def _join_once(s: Session, slug: str, task_id: str, path: str | None, remote: st
             git.refs.delete(branch.ref, replaced, f"git-lanes: join {task_id} replaces an ended lane")
         except RefRaceError:
             raise refused("batch_lane_branch_exists", f"{branch.name} moved while joining; run join again") from None
+    made = missing_folders(path) if path else []   # what a lost claim removes besides the lane
     try:
         target = create_lane(s, slug, task_id, handoff["base_head"], rec.batch_id, path)
     except BaseException:
+        remove_if_empty(made)
         if replaced is not None and git.refs.resolve(branch.ref) is None:
             git.refs.create(branch.ref, replaced, f"git-lanes: join {task_id} failed")
         raise
@@ -261,11 +263,11 @@ def _join_once(s: Session, slug: str, task_id: str, path: str | None, remote: st
     try:
         won = _push_claim(s, remote, branch.ref, handoff["base_head"], lane_record_ref(slug, task_id), commit)
     except LanesError:   # the server went away: nothing of the claim stays here either
-        _undo(s, slug, task_id, target, branch, commit, record_tip, replaced)
+        _undo(s, slug, task_id, target, branch, commit, record_tip, replaced, made)
         raise
     if won:
         return _doc(s, rec, slug, task_id, target, new_claim)
-    _undo(s, slug, task_id, target, branch, commit, record_tip, replaced)
+    _undo(s, slug, task_id, target, branch, commit, record_tip, replaced, made)
     pull(s, remote)
     try:
         winner, _ = s.lanes.read(slug, task_id)
@@ -297,12 +299,12 @@ def _push_claim(s: Session, remote: str, branch_ref: str, base: str, record_ref:
 
 
 def _undo(s: Session, slug: str, task_id: str, target: str, branch: LaneBranch, commit: str,
-          record_tip: str | None, replaced: str | None) -> None:
+          record_tip: str | None, replaced: str | None, made: list[str]) -> None:
     """A lost claim race: remove what join created (the worktree, the branch, the record write)."""
-    from ..workspace import remove_lane
+    from ..workspace import remove_if_empty, remove_lane
 
-    remove_lane(s, target, branch.name)
-    _remove_empty_parents(target)
+    remove_lane(s, target, branch.name)   # and the folders up to the lane root it left empty
+    remove_if_empty(made)
     with lane_lock(s.git, slug, task_id, warn=s.warn):
         try:
             s.git.refs.update([(lane_record_ref(slug, task_id), record_tip, commit)], f"git-lanes: join {task_id} lost")
@@ -310,16 +312,6 @@ def _undo(s: Session, slug: str, task_id: str, target: str, branch: LaneBranch, 
             pass
     if replaced is not None and s.git.refs.resolve(branch.ref) is None:
         s.git.refs.create(branch.ref, replaced, f"git-lanes: join {task_id} lost")
-
-
-def _remove_empty_parents(path: str) -> None:
-    parent = os.path.dirname(os.path.abspath(path))
-    for _ in range(2):   # <root>/<repo id>/<slug>/<task>: the slug and repo folders join may have made
-        try:
-            os.rmdir(parent)
-        except OSError:
-            return
-        parent = os.path.dirname(parent)
 
 
 def _doc(s: Session, rec, slug: str, task_id: str, target: str, claim: Claim, again: bool = False) -> dict[str, Any]:
@@ -357,9 +349,7 @@ def release(s: Session, slug: str, task_id: str, keep_branch: bool = False,
                                                     "commit: pull first)")
     wt = s.worktree_on(lane.branch)
     where = wt.path if wt is not None else ""
-    remove_lane(s, where, lane.branch, keep_branch)
-    if where:
-        _remove_empty_parents(where)
+    remove_lane(s, where, lane.branch, keep_branch)   # and the folders up to the lane root it left empty
     at = s.clock()
     write_lane_record(s, slug, task_id, lane.run_id,
                       lambda r: None if r.released else r.model_copy(update={"released": Released(at=at)}),

@@ -19,10 +19,13 @@ MASK = "***"
 def secret_values(environ: Mapping[str, str] | None = None, extra: Iterable[str] = ()) -> list[str]:
     """The values to hide, longest first (so a secret that contains another is hidden whole)."""
     env = os.environ if environ is None else environ
-    found = {value for name, value in env.items()
-             if len(value) >= MIN_LENGTH and (any(m in name.upper() for m in MARKERS) or name.upper().endswith("_KEY"))}
+    found = {value for name, value in env.items() if len(value) >= MIN_LENGTH and _secret_name(name.upper())}
     found.update(v for v in extra if v and len(v) >= MIN_LENGTH)
     return sorted(found, key=len, reverse=True)
+
+
+def _secret_name(upper: str) -> bool:
+    return upper.endswith("_KEY") or any(m in upper for m in MARKERS)
 
 
 def redact(text: str, secrets: Iterable[str] | None = None) -> str:

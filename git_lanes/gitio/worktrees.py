@@ -49,8 +49,8 @@ class WorktreeList(list):
 
     def at(self, path: str | None) -> Worktree | None:
         """The worktree whose root is `path` (after resolving symbolic links), or None (also for no path:
-        a lane of another clone has none here)."""
-        return self._by_path.get(os.path.realpath(path)) if path else None
+        a lane of another clone has none here); a path as the list resolved it is found without `realpath`."""
+        return (self._by_path.get(path) or self._by_path.get(os.path.realpath(path))) if path else None
 
     def on(self, branch_ref: str) -> Worktree | None:
         """The worktree checked out on the full ref `branch_ref`, or None."""

@@ -7,13 +7,14 @@ The leader stays unreaped until then, so its group id cannot be reused meanwhile
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import signal
 import subprocess
 import threading
 import time
-from typing import IO, Mapping, NamedTuple, Sequence
+from typing import IO, Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 TAIL_BYTES = 4096
 MISSING_EXIT_CODE = 127
@@ -221,3 +222,41 @@ class CtrlC:
         if now - self.at < SAME_CTRL_C:
             return False
         raise KeyboardInterrupt
+
+
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+@contextlib.contextmanager
+def stopping(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """`handler` for Ctrl-C, SIGTERM and SIGHUP while a loop (`run`, `work`) runs, in the main thread:
+    its sessions run in process groups of their own, so a `kill` or a closed terminal must stop them
+    as Ctrl-C does; else they go on working lanes nobody will land, beside the next run's sessions."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for name in STOP_SIGNALS:
+        number = getattr(signal, name, None)
+        if number is not None:
+            previous[number] = signal.signal(number, handler)
+    try:
+        yield
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)
+
+
+def hung_up(signum: int) -> None:
+    """After SIGHUP the terminal is gone: what is still to print goes nowhere instead of failing."""
+    if signum != getattr(signal, "SIGHUP", None):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        try:
+            if os.isatty(fd):
+                os.dup2(devnull, fd)
+        except OSError:
+            pass
+    os.close(devnull)
+

@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 import time
+
+import pytest
 from pathlib import Path
 
 from conftest import git
@@ -279,3 +281,41 @@ def test_the_summary_counts_the_failed_attempts_of_a_lane_a_restart_archived(tmp
     again = run(root, "drv", executor(tmp_path))
     assert again.returncode == 0, again.stdout + again.stderr
     assert table(again.stdout)["stuck"][:3] == ["released", "1", "1"]
+
+
+def running(word: str) -> list[str]:
+    """The processes whose command line has `word` in it."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if word.encode() in f.read():
+                    found.append(pid)
+        except OSError:
+            pass   # ended meanwhile
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_a_closed_terminal_stops_the_sessions_as_ctrl_c_does(tmp_path, sig):
+    """The executors run in process groups of their own, beyond a terminal's signals: a `kill` of `run`
+    or its terminal closing must stop them as Ctrl-C does, else they go on working lanes nobody lands,
+    beside the sessions of the next run."""
+    root = make_repo(tmp_path / "repo", ["t0", "t1"])
+    exe = executor(tmp_path)
+    trace = tmp_path / "trace.txt"
+    proc = subprocess.Popen(run_cmd("drv", exe, "--max-parallel", "2"), cwd=root, text=True,
+                            env={**os.environ, "EXEC_SLEEP": "30", "EXEC_TRACE": str(trace)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not trace.exists() or trace.read_text().count("start") < 2):
+        time.sleep(0.05)
+    assert proc.poll() is None and trace.read_text().count("start") == 2
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    if sig == signal.SIGTERM:
+        assert "interrupted" in err and "continues it" in err, err
+    assert running(str(tmp_path / "executor.py")) == []
+    assert "end" not in trace.read_text()   # stopped, not finished
+    assert status(root, "drv")["batch_state"] == "running"

@@ -34,7 +34,7 @@ from ..errors import LanesError, usage
 from ..lanehost import live_claim, remote_timeout
 from ..laneside import give_up, heartbeat
 from ..model import TERMINAL
-from ..procs import CtrlC
+from ..procs import CtrlC, hung_up, stopping
 from ..run import RunResult, executor_steps, summary_facts
 from ..run.progress import Progress, Track, child_rows
 from ..run.sessions import Sessions
@@ -383,6 +383,7 @@ class Worker:
         self.event(f"{sess.task_id}: gave up: {text}")
 
     def on_sigint(self, signum, frame) -> None:
+        hung_up(signum)
         if not self.ctrl_c.first():
             return
         self.interrupted.set()
@@ -404,18 +405,13 @@ def work(s: Session, slug: str | None, *, remote: str, executor: str, jobs: int 
     if jobs < 1 or interval <= 0:
         raise usage("--jobs must be at least 1 and --interval more than 0")
     worker = Worker(s, slug, remote, argv, jobs, interval, out, as_json, once=once)
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, worker.on_sigint) if in_main else None
-    try:
+    with stopping(worker.on_sigint):   # Ctrl-C, SIGTERM, SIGHUP
         try:
             worker.drive()
         finally:
             if worker.sessions is not None and worker.sessions.active:
                 worker.sessions.kill(signal.SIGTERM)   # lanes no longer this clone's (the batch stopped)
                 worker.sessions.wind_down()
-    finally:
-        if in_main:
-            signal.signal(signal.SIGINT, previous)
     return _result(worker)
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import signal
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -21,7 +19,7 @@ from ..checks import split_command
 from ..errors import LanesError, usage
 from ..gitio import BatchBranch
 from ..ids import check_id
-from ..procs import kill_all
+from ..procs import kill_all, stopping
 from ..session import Session
 from ..tick import status_report
 from ..workspace import repo_id, setup_command
@@ -232,37 +230,33 @@ def ending(final: dict[str, Any], facts: dict[str, Any], interrupted: bool, stop
 
 
 def _drive(driver: Driver) -> None:
-    """The loop, with Ctrl-C handled: sessions are stopped, spare lanes removed, the batch left as it is."""
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, driver.on_sigint) if in_main else None
-    try:
+    """The loop, with Ctrl-C (and SIGTERM, SIGHUP) handled: sessions are stopped, spare lanes removed,
+    the batch left as it is."""
+    with stopping(driver.on_sigint):
         try:
-            driver.drive()
-        except Stop as stop:
-            driver.stop_reason = str(stop)
-        except LanesError:
-            if not driver.interrupted.is_set():
-                raise
-        if not driver.interrupted.is_set() and driver.wait_all():
-            try:  # what the last sessions delivered goes in before the summary
-                driver.tick()
+            try:
+                driver.drive()
             except Stop as stop:
-                driver.stop_reason = driver.stop_reason or str(stop)
-        if driver.interrupted.is_set():
+                driver.stop_reason = str(stop)
+            except LanesError:
+                if not driver.interrupted.is_set():
+                    raise
+            if not driver.interrupted.is_set() and driver.wait_all():
+                try:  # what the last sessions delivered goes in before the summary
+                    driver.tick()
+                except Stop as stop:
+                    driver.stop_reason = driver.stop_reason or str(stop)
+            if driver.interrupted.is_set():
+                driver.sessions.wind_down()
+                kill_all()
+                if driver.verifier is not None:   # it finishes the step it is in (its checks were killed)
+                    driver.verifier.join(60.0)
+            driver.release_all()   # every way out (SPEC §13 v3): integrated lanes never stay behind
+        except BaseException:
+            driver.interrupted.set()
             driver.sessions.wind_down()
             kill_all()
-            if driver.verifier is not None:   # it finishes the step it is in (its checks were killed)
-                driver.verifier.join(60.0)
-        driver.release_all()   # every way out (SPEC §13 v3): integrated lanes never stay behind
-    except BaseException:
-        driver.interrupted.set()
-        driver.sessions.wind_down()
-        kill_all()
-        raise
-    finally:
-        try:
+            raise
+        finally:
             driver.finish_preparing()
             driver.spares.drop_all()   # never admitted, they hold nothing; a new run makes new ones
-        finally:
-            if in_main:
-                signal.signal(signal.SIGINT, previous)

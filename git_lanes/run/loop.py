@@ -21,7 +21,7 @@ from ..checks import failure_line
 from ..decisions.admission import MAX_OFFERS
 from ..decisions.instruction import MAX_TEXT, InstructionRequest
 from ..errors import LanesError
-from ..procs import CtrlC, kill_all
+from ..procs import CtrlC, hung_up, kill_all
 from ..procs import run as run_process
 from ..session import Session
 from ..tick import Pending, Request, tick, verify
@@ -426,6 +426,7 @@ class Driver(Provisioning):
             self.progress.event(f"could not release the integrated lanes: {exc.message}")
 
     def on_sigint(self, signum, frame) -> None:
+        hung_up(signum)
         if not self.ctrl_c.first():
             return
         self.interrupted.set()

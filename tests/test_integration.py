@@ -220,6 +220,29 @@ def test_reset_behind_a_recorded_commit_fails_the_batch(two):
     assert child(report, "b")["state"] == "needs_human"   # every in-flight child parked first
 
 
+@pytest.mark.parametrize("rewrite", ["orphan", "amend"])
+def test_a_batch_branch_rewritten_before_any_integration_fails_the_batch(two, rewrite):
+    """Nothing integrated yet: the expected head is the batch base, and a branch that no longer
+    descends from it (an unrelated history, an amended base) is broken lineage, not adopted."""
+    la = provision(two, "a")
+    base = child(tick(two), "a")["lane"]["base_head"]
+    if rewrite == "orphan":
+        git(two, "checkout", "-q", "--orphan", "elsewhere")
+        git(two, "commit", "-q", "-m", "unrelated")
+        other = git(two, "rev-parse", "HEAD").strip()
+        git(two, "checkout", "-q", "imm/demo")
+        git(two, "reset", "-q", "--hard", other)
+    else:
+        git(two, "commit", "-q", "--amend", "-m", "the base, amended")
+    assert git(two, "rev-parse", "HEAD").strip() != base
+    finish(la, {"src/a/x": "x"})
+    report = tick(two)
+    assert report["batch_state"] == "failed", report
+    assert report["reason"].startswith("batch_head_lineage_broken: ")
+    assert not report.get("adopted_heads")
+    assert child(report, "a")["state"] == "needs_human"
+
+
 def test_a_commit_claiming_the_batch_without_a_record_fails_it(two):
     report = tick(two)
     batch = report["batch_id"]

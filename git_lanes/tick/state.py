@@ -52,6 +52,7 @@ class TickState:
         self.lanes: "Lanes" = Lanes(s)
         self._scopes: dict[str, list[str]] | None = None
         self._hist: list[str] | None = None
+        self._base_reached: bool | None = None
         self._hist_set: set[str] = set()
         self._coordinator_status: list | None = None
 
@@ -139,12 +140,27 @@ class TickState:
         """`commit` is an ancestor of (or equal to) the head (or of `tip`)."""
         self.history()
         if tip is None or tip == self.head:
-            if commit == self.record.base_head or commit in self._hist_set:
+            if commit in self._hist_set:
                 return True
+            if commit == self.record.base_head:
+                return self._from_base()
             tip = self.head
         elif commit == tip:
             return True
         return self.git.odb.has(commit) and self.git.odb.is_ancestor(commit, tip)
+
+    def _from_base(self) -> bool:
+        """Whether the head descends from the batch base: the history is `rev-list head ^base`, which
+        also lists an unrelated (rewritten) branch whole, so its oldest commit must sit on the base."""
+        if self._base_reached is None:
+            base, hist, head = self.record.base_head, self._hist or [], self.head
+            if not hist or head is None:
+                self._base_reached = head == base
+            elif base in self.git.odb.commit(hist[0]).parents[:1]:
+                self._base_reached = True
+            else:   # through a merge's second parent, or not at all
+                self._base_reached = self.git.odb.is_ancestor(base, head)
+        return self._base_reached
 
     def since(self, base: str) -> set[str]:
         """Commits of the history after `base` (all of them when `base` is not on it)."""

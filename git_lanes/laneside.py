@@ -247,6 +247,11 @@ def done(session: Session) -> dict[str, Any]:
         raise refused("correction_due", "wait for the coordinator's correction")
     intent = effective_intent(session, ctx.batch)
     if intent.revision_text is not None:
+        # SPEC §5: an empty delivery is refused before the approved intent is written into the lane;
+        # the intent file alone is no delivery either
+        probe = snapshot_tree(git, ctx.worktree)
+        if set(git.odb.diff_paths(git.odb.tree_of(ctx.lane.base_head), probe)) <= {intent.path}:
+            raise refused("nothing_to_deliver", "nothing to deliver")
         _write_intent_file(ctx.worktree, intent.path, intent.revision_text)
     tree = snapshot_tree(git, ctx.worktree, keep=True)   # its index answers "did the checks change it?"
     try:

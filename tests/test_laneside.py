@@ -157,6 +157,23 @@ def test_an_approved_revision_is_used_and_written_into_the_lane(repo):
     assert git(repo, "show", f"{result['tree']}:.lanes/demo/alpha.toml") == text
 
 
+def test_an_approved_revision_is_no_delivery_by_itself(repo):
+    """SPEC §5: an empty delivery is refused before the approved intent is written into the lane, and
+    a lane whose only change is that intent file delivers nothing either."""
+    text = intent_text(OUT_EXISTS, revision=2, extra='[[acceptance]]\nid = "A2"\ntext = "more"\ncheck = "true"\n')
+    rev = Revision(at=T, task_id="alpha", from_revision=1, to_revision=2, actor="executor", intent_text=text,
+                   intent_content_hash=parse_intent(".lanes/demo/alpha.toml", text.encode()).content_hash)
+    lane = make_lane(repo, revisions=[rev])
+    before = (lane / ".lanes/demo/alpha.toml").read_text()
+    with pytest.raises(LanesError, match="nothing to deliver"):
+        done(session(lane))
+    assert (lane / ".lanes/demo/alpha.toml").read_text() == before != text   # untouched
+    (lane / ".lanes/demo/alpha.toml").write_text(text)   # the intent alone, as an earlier done wrote it
+    with pytest.raises(LanesError, match="nothing to deliver"):
+        done(session(lane))
+    assert git(repo, "for-each-ref", "refs/notes/lanes/lane/") == ""   # no attempt recorded
+
+
 def _tamper_child(repo: Path, change) -> None:
     """Rewrite alpha's child file of the stored record as a hostile lane could (any tool, SPEC §15)."""
     from adversary import record_files, rewrite_state

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .contracts import LANE_RECORD
 from .errors import LanesError
 from .gitio import is_oid
 from .intentdoc import DEFAULT_TIMEOUT_S, intent_doc_hash, load_toml
@@ -152,6 +153,8 @@ def lane_record(session: "Session", slug: str, task_id: str) -> tuple[dict[str, 
     if data is not None:
         where = f"lane record {slug}/{task_id}"
         try:
+            if data.get("contract", LANE_RECORD) != LANE_RECORD:   # another build's: never written over (§6.3)
+                raise _Bad(f"lane.contract: {data.get('contract')!r} is not {LANE_RECORD}")
             for key in ("batch_id", "task_id", "run_id"):
                 _get(data, key, str, "lane")
             for key in ("record_revision", "inbox_read"):

@@ -195,6 +195,25 @@ def test_a_tampered_lane_field_is_a_corrupt_record_for_the_lane_too(repo, field,
     assert exc.value.exit_code == ExitCode.FATAL
 
 
+def test_a_lane_record_of_another_contract_is_never_written_over(repo):
+    """SPEC §6.3: a lane record this build cannot read is a contract error for the lane side too (exit 128,
+    nothing written), not a record to append this build's attempts to."""
+    from adversary import rewrite_state
+
+    lane = make_lane(repo)
+    (lane / "out.txt").write_text("x\n")
+    done(session(lane))
+    ref = "refs/notes/lanes/lane/demo/alpha"
+    doc = json.loads(git(repo, "show", f"{ref}:lane.json"))
+    rewrite_state(repo, ref, {b"lane.json": json.dumps({**doc, "contract": "git_lanes/lane_record/v2"}).encode()})
+    tip = git(repo, "rev-parse", ref).strip()
+    (lane / "out.txt").write_text("y\n")
+    with pytest.raises(LanesError, match="lane.contract: 'git_lanes/lane_record/v2'") as exc:
+        done(session(lane))
+    assert exc.value.exit_code == ExitCode.FATAL
+    assert git(repo, "rev-parse", ref).strip() == tip
+
+
 def test_an_intent_whose_hash_the_batch_did_not_authorize_is_validated_in_full(repo, monkeypatch):
     """The lane trusts an intent by the hash the batch authorized; one that does not match (here the
     identity was rewritten under the plan) goes through the validating path instead."""

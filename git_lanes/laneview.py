@@ -85,7 +85,7 @@ class LaneBatch(NamedTuple):
     intent_path: str | None            # the authorized identity (None when the record has none)
     intent_hash: str | None
     revision: dict[str, str] | None    # the last approved revision: {intent_text, intent_content_hash}
-    interventions: list[dict[str, str]]    # this task's, oldest first
+    interventions: list[dict[str, str]]    # this task's since its last lane was archived, oldest first
     archived_runs: frozenset[str]          # runs `resume --restart` ended
 
     @classmethod
@@ -124,7 +124,7 @@ class LaneBatch(NamedTuple):
             lane_doc = _get(child, "lane", dict, "child", optional=True)
             lane = LaneSpot.of(lane_doc) if lane_doc is not None else None
         identity = json.loads(files[identity_file]) if identity_file in files else None
-        revisions, interventions, archived = [], [], set()
+        revisions, interventions, archived, ended = [], [], set(), ""
         for path in sorted(p for p in files if p.startswith(_LISTS)):
             item = json.loads(files[path])
             if _get(item, "task_id", str, path) != task_id:
@@ -136,6 +136,10 @@ class LaneBatch(NamedTuple):
                 interventions.append({k: _get(item, k, str, path) for k in ("at", "kind", "text", "text_digest")})
             else:
                 archived.add(_get(item, "run_id", str, path, optional=True))
+                ended = max(ended, _get(item, "at", str, path))
+        # a restarted child starts over (SPEC §6): what was sent to a lane before it was archived is not
+        # this lane's inbox
+        interventions = [i for i in interventions if i["at"] >= ended]
         return cls(slug=slug, commit=tip, batch_id=_get(batch, "batch_id", str, "batch"),
                    base_head=_oid(batch, "base_head", "batch"), task_id=task_id, state=state,
                    correction_due=correction, lane=lane,

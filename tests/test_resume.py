@@ -91,6 +91,24 @@ def test_restart_a_lane_that_gave_up_keeps_its_tip_and_continues(repo):
     assert reachable_from(repo, tip, STATE_REF)
 
 
+def test_a_restarted_lane_s_inbox_holds_only_what_was_sent_to_it(repo):
+    """A restarted child starts over (SPEC §6): the instructions its archived lane read are not the new
+    lane's inbox; what is sent after the restart is."""
+    write_plan(repo, "demo", {"a": simple("a")})
+    start(repo, "demo")
+    la = provision(repo, "a")
+    ok(repo, "instruct", "a", "--message", "please do X", "--session-state", "idle")
+    assert [i["text"] for i in ok(la, "inbox", "--ack")] == ["please do X"]
+    ok(la, "done", "--give-up", "-m", "cannot do it")
+    ok(repo, "tick")
+    ok(repo, "resume", "demo", "--yes", "--restart", "a")
+    ok(repo, "release", "a")
+    la = provision(repo, "a")
+    assert ok(la, "inbox") == [] and ok(la, "task")["unread"] == []
+    ok(repo, "instruct", "a", "--message", "now do Y", "--session-state", "idle")
+    assert [(i["text"], i["read"]) for i in ok(la, "inbox")] == [("now do Y", False)]
+
+
 def test_parked_children_recover_from_git_as_lane_committed_settled_and_enrolled(repo, tmp_path):
     flag = tmp_path / "environment-ready"
     flag.write_text("yes\n")

@@ -75,9 +75,10 @@ class _Model(BaseModel):
 
 
 # The optional fields added within contract v1 (SPEC §4, §5, §14 v3): left out while unset, so a record
-# that does not use them is stored (and reported) exactly as before and a v1 reader never meets them.
+# that does not use them is stored (and reported) exactly as before and a v1 reader never meets them;
+# and `tracker_closed`, "only true" (§4): present once the issue is closed, absent before.
 _OPTIONAL_V1 = ("base_branch", "resumed_at", "gate_results", "record_tip", "remote", "claim", "released",
-                "branch_kept")
+                "branch_kept", "tracker_closed")
 
 
 class _V3Model(_Model):

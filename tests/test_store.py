@@ -46,6 +46,8 @@ def test_round_trip_keeps_order_and_every_field(repo):
     assert any(f.startswith("children/") and f.endswith("/t0003.json") for f in files)
     assert git(repo, "show", f"{BATCH_REF}demo:batch.json").startswith('{"base_head"')
     assert snap.commit == g.resolve(BATCH_REF + "demo")
+    child = git(repo, "show", f"{BATCH_REF}demo:" + next(f for f in files if f.endswith("/t0003.json")))
+    assert "tracker_closed" not in child   # SPEC §4: "only true": absent until the issue is closed
 
 
 def test_a_write_that_changes_nothing_writes_nothing(repo):

@@ -17,7 +17,7 @@ import json
 import os
 import shlex
 import shutil
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Iterator
 
 from .checks import CheckResult, child_env, last_lines, run_checks
@@ -98,6 +98,8 @@ def remove_pool(s: "Session") -> list[str]:
     if removed:
         s.git.work.prune()
         s.forget_worktrees()
+    with suppress(OSError):
+        os.rmdir(root)   # the pool's own folder once it holds nothing (one still in use keeps it)
     return removed
 
 

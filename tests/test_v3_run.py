@@ -96,6 +96,7 @@ def test_a_failure_and_its_correction_as_a_user_sees_them(tmp_path, hermetic):
     # nothing left behind: no lane worktree, no lane folder
     assert git(root, "for-each-ref", "refs/heads/imm-lane/").strip() == ""
     assert git(root, "worktree", "list", "--porcelain").count("worktree ") == 1   # keepScratch false: no scratch
+    assert not (root / ".git" / "lanes" / "scratch").exists()                      # nor its pool's folder
     assert not (hermetic / ".local" / "share" / "git-lanes").exists()
 
 

@@ -39,9 +39,10 @@ class Group:
     """One command in its own process group."""
 
     def __init__(self, argv: Sequence[str], *, cwd, env: Mapping[str, str], stdin: int | None = subprocess.DEVNULL,
-                 stdout: int | IO[bytes] = subprocess.PIPE, stderr: int | IO[bytes] = subprocess.STDOUT) -> None:
+                 stdout: int | IO[bytes] = subprocess.PIPE, stderr: int | IO[bytes] = subprocess.STDOUT,
+                 pass_fds: Sequence[int] = ()) -> None:
         self.proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdin=stdin, stdout=stdout, stderr=stderr,
-                                     start_new_session=True)
+                                     start_new_session=True, pass_fds=tuple(pass_fds))
         self.pid = self.proc.pid
         _LIVE.add(self)
 

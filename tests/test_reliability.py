@@ -199,6 +199,29 @@ def test_a_clean_filter_planted_in_a_lane_does_not_run_in_the_tick(repo, tmp_pat
     assert not witness.exists()
 
 
+def test_the_filter_drivers_of_the_repository_run_as_they_do_for_git(repo):
+    """Git LFS and every clean/smudge filter of the repository's (or the user's) configuration: a lane is
+    checked out smudged, a delivery is stored cleaned, and the landing leaves the coordinator clean."""
+    git(repo, "config", "filter.up.clean", "tr a-z A-Z")
+    git(repo, "config", "filter.up.smudge", "tr A-Z a-z")
+    (repo / ".gitattributes").write_text("*.up filter=up\n")
+    (repo / "src" / "a").mkdir(parents=True)
+    (repo / "src" / "a" / "old.up").write_text("old\n")
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "check": "test -f src/a/new.up"}])
+    assert git(repo, "show", "HEAD:src/a/old.up") == "OLD\n"
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    lane = provision(repo, "a")
+    assert (lane / "src" / "a" / "old.up").read_text() == "old\n"   # as `git checkout` makes it
+    deliver(lane, {"src/a/new.up": "new\n"})
+    code, out, err = lanes(lane, "done")
+    assert code == 0, err
+    code, report = lanes_json(repo, "tick")
+    assert code == 0 and report["children"][0]["state"] == "integrated", report
+    assert git(repo, "show", "imm/demo:src/a/new.up") == "NEW\n"   # as `git add` stores it
+    assert git(repo, "status", "--porcelain") == ""
+    assert (repo / "src" / "a" / "new.up").read_text() == "new\n"
+
+
 # -- tampered records: one clean error, nothing written -------------------------------------------------------
 
 def _tamper(repo: Path, path: str, text: str) -> None:

@@ -5,10 +5,9 @@ must see what another process did meanwhile takes a new one (after taking its lo
 delivery snapshot stages into a copy of the worktree's index, so the executor's own index is
 never touched.
 
-Every call that reads or writes a working tree runs with the configured filter drivers
-(clean, smudge, process) switched off, so a driver planted in a lane's configuration never
-runs in a coordinator's command (SPEC §8, docs/security.md); and a stale `index.lock` left by a
-killed process is removed once it is older than 60 s (a younger one is waited for).
+Every call that reads or writes a working tree undoes the filter drivers (clean, smudge, process)
+a worktree's own `config.worktree` sets, so one planted in a lane never runs in a coordinator's
+command (docs/security.md); a stale `index.lock` a killed process left is removed (60 s).
 """
 
 from __future__ import annotations
@@ -156,24 +155,25 @@ class WorkingTrees(Indexes):
         self._neutral: dict[str, list[str]] = {}
 
     def _filters_off(self, worktree: str | None) -> list[str]:
-        """`-c` settings that switch off every filter driver configured for `worktree`."""
+        """`-c` settings undoing what `worktree`'s own `config.worktree` sets of filter drivers (a lane's
+        would run code in the coordinator's tick): back to the shared value, or off. The other drivers
+        (Git LFS) run as for Git: without them a delivery is not the tree `git add` makes."""
         key = worktree or ""
         if key not in self._neutral:
-            names = set(self.git.config)
+            undo: list[str] = []
             if worktree and self.git.config_bool("extensions.worktreeConfig", False):
                 own = os.path.join(os.path.dirname(self.index_path(worktree)), "config.worktree")
                 if os.path.isfile(own):
                     proc = self.git.run("config", "-f", own, "--name-only", "-l", "-z", check=False, safe=False)
-                    names |= {n.lower() for n in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if n}
-            drivers = sorted({n[len("filter."):n.rindex(".")] for n in names
-                              if n.startswith("filter.") and n.count(".") >= 2})
-            self._neutral[key] = [arg for d in drivers for arg in
-                                  ("-c", f"filter.{d}.clean=", "-c", f"filter.{d}.smudge=",
-                                   "-c", f"filter.{d}.process=", "-c", f"filter.{d}.required=false")]
+                    names = set(proc.stdout.decode("utf-8", "surrogateescape").split("\0")) - {""}
+                    for name in sorted(n for n in names if n.startswith("filter.") and n.count(".") >= 2):
+                        off = "false" if name.endswith(".required") else ""
+                        undo += ["-c", f"{name}={self.git.config_get(name, off)}"]
+            self._neutral[key] = undo
         return self._neutral[key]
 
     def _run(self, *args: str, cwd: str | None = None, env=None, input: bytes | None = None, check: bool = True):
-        """`git ARGS` in a working tree: filters off, a stale index.lock removed (a young one waited for)."""
+        """`git ARGS` in a working tree: a lane's filters undone, a stale index.lock removed (a young one waits)."""
         wait = LockWait(self.git.warn)
         argv = [*self._filters_off(cwd), *args]
         while True:

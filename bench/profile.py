@@ -35,7 +35,8 @@ from .common import (Clock, World, executor_script, file_tasks, initiative_files
                      write)
 
 ROOT = Path(__file__).resolve().parent.parent
-SAFE = {"core.hooksPath=/dev/null", "core.fsmonitor=false", "commit.gpgSign=false"}
+SAFE = {"core.hooksPath=/dev/null", "core.fsmonitor=false", "commit.gpgSign=false", "submodule.recurse=false",
+        "merge.directoryRenames=false"}
 
 
 def _repo(world: World, n: int) -> Path:

@@ -243,6 +243,47 @@ def test_a_batch_branch_rewritten_before_any_integration_fails_the_batch(two, re
     assert child(report, "a")["state"] == "needs_human"
 
 
+def test_a_sibling_s_new_file_in_a_folder_another_task_emptied_lands_where_it_was_made(repo):
+    """Directory-rename detection (`merge.directoryRenames`, on by default in merge-ort) would move b's
+    new src/x/new.txt to src/y/ after a emptied src/x into it: no longer b's change. Landings turn it off."""
+    (repo / "src" / "x").mkdir(parents=True)
+    (repo / "src" / "x" / "old.txt").write_text("old\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "src/x")
+    git(repo, "config", "merge.directoryRenames", "true")
+    start(repo, [{"id": "a", "scope": ["src/x/old.txt", "src/y"], "check": "test -f src/y/old.txt"},
+                 {"id": "b", "scope": ["src/x/new.txt"], "check": "test -f src/x/new.txt"}], "--max-parallel", "2")
+    la, lb = provision(repo, "a"), provision(repo, "b")
+    (la / "src" / "y").mkdir()
+    os.rename(la / "src" / "x" / "old.txt", la / "src" / "y" / "old.txt")
+    finish(la, {})
+    assert child(tick(repo), "a")["state"] == "integrated"
+    finish(lb, {"src/x/new.txt": "new\n"})
+    report = tick(repo)
+    assert child(report, "b")["state"] == "integrated", child(report, "b")
+    assert git(repo, "ls-tree", "-r", "--name-only", "imm/demo", "src").split() == ["src/x/new.txt",
+                                                                                   "src/y/old.txt"]
+
+
+def test_submodule_recurse_in_the_user_s_configuration_does_not_stop_a_landing(repo, tmp_path):
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    git(sub, "init", "-q")
+    (sub / "f").write_text("f\n")
+    git(sub, "add", "-A")
+    git(sub, "commit", "-q", "-m", "sub")
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "lib/sub")
+    git(repo, "commit", "-q", "-m", "a submodule")
+    git(repo, "config", "submodule.recurse", "true")
+    start(repo, [{"id": "a", "scope": ["src/a"]}, {"id": "b", "scope": ["src/b"]}], "--max-parallel", "2")
+    la, lb = provision(repo, "a"), provision(repo, "b")
+    finish(la, {"src/a/x": "x\n"})
+    assert child(tick(repo), "a")["state"] == "integrated"
+    finish(lb, {"src/b/x": "x\n"})   # the scratch worktree moves on: a checkout that would recurse
+    report = tick(repo)
+    assert child(report, "b")["state"] == "integrated", report
+
+
 def test_a_commit_claiming_the_batch_without_a_record_fails_it(two):
     report = tick(two)
     batch = report["batch_id"]

@@ -12,7 +12,11 @@ from typing import Callable, Iterable, Mapping, Sequence
 from ..errors import ExitCode, LanesError
 
 ZERO_OID = "0" * 40
-SAFE_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "commit.gpgSign=false")
+# SPEC §8's three, and two a user's configuration would turn against a landing: `submodule.recurse`
+# (a checkout of the scratch worktree then fails on the submodule's missing git dir) and directory-rename
+# detection (a sibling's new file in a folder another task moved would be moved along: not the lane's change)
+SAFE_CONFIG = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "commit.gpgSign=false",
+               "-c", "submodule.recurse=false", "-c", "merge.directoryRenames=false")
 FALLBACK_IDENT = ("git-lanes", "git-lanes@localhost")
 MIN_GIT = (2, 38)
 

@@ -21,6 +21,8 @@ import dataclasses
 import json
 import os
 import re
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -942,3 +944,15 @@ def one_error(err: str) -> str:
     lines = [line for line in err.splitlines() if line.startswith(("error:", "fatal:"))]
     assert len(lines) == 1, err
     return lines[0]
+
+
+def test_a_sha256_repository_is_refused_in_one_line(tmp_path):
+    """Object ids are 40 hex digits in records, refs and trees: a SHA-256 repository gets one clear
+    `error:` (exit 128), not a plan "missing" at a commit that has it."""
+    repo = tmp_path / "sha256"
+    subprocess.run(["git", "init", "-q", "--object-format=sha256", str(repo)], check=True)
+    proc = subprocess.run([sys.executable, "-m", "git_lanes", "plan", "demo"], cwd=repo, capture_output=True,
+                          text=True)
+    assert proc.returncode == 128 and proc.stdout == ""
+    assert proc.stderr.strip().endswith("a sha256 repository; git-lanes works with SHA-1 repositories only")
+    assert len(proc.stderr.strip().splitlines()) == 1

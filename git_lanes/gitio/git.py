@@ -33,7 +33,7 @@ class Git:
         self._environ = dict(os.environ if environ is None else environ)
         start = os.fspath(cwd) if cwd is not None else os.getcwd()
         argv = ["git", "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir",
-                "--is-bare-repository", "--show-toplevel", "--local-env-vars"]
+                "--is-bare-repository", "--show-object-format", "--show-toplevel", "--local-env-vars"]
         proc = spawn(argv, start, self._environ)
         if proc.returncode != 0 and b"must be run in a work tree" in proc.stderr:
             argv.remove("--show-toplevel")
@@ -48,7 +48,10 @@ class Git:
         self.git_dir = lines[0]
         self.common_dir = lines[1]
         self.is_bare = lines[2] == "true"
-        rest = lines[3:]
+        if lines[3] != "sha1":   # object ids are 40 hex digits in records, refs and trees alike
+            raise LanesError(f"{self.git_dir}: a {lines[3]} repository; git-lanes works with SHA-1 repositories "
+                             "only", exit_code=ExitCode.FATAL)
+        rest = lines[4:]
         self.toplevel: str | None = rest.pop(0) if rest and rest[0].startswith("/") else None
         self.local_env_vars: tuple[str, ...] = tuple(rest)
         self.env = scrubbed_env(self._environ, self.local_env_vars)

@@ -118,7 +118,26 @@ class Session:
         self._worktrees = None
 
     def worktree_at(self, path: str) -> Worktree | None:
-        return self.worktrees().at(path)
+        return self.worktrees().at(path) or self._main_elsewhere(path)
+
+    def _main_elsewhere(self, path: str) -> Worktree | None:
+        """The main worktree of a repository whose `.git` is a file (a submodule's checkout, `git init
+        --separate-git-dir`): Git lists it by its git dir, so it is found at `path` when `path/.git`
+        names that dir."""
+        listed = self.worktrees() if path else []
+        if not listed or listed[0].bare:
+            return None
+        try:
+            with open(os.path.join(path, ".git"), encoding="utf-8") as fh:
+                first = fh.readline().strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        if not first.startswith("gitdir: "):
+            return None
+        named = os.path.join(path, first[len("gitdir: "):])
+        if os.path.realpath(named) != os.path.realpath(listed[0].path):
+            return None
+        return listed[0]._replace(path=os.path.realpath(path))
 
     def worktree_on(self, branch: str) -> Worktree | None:
         """The worktree checked out on the branch `branch` (short name)."""

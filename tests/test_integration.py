@@ -581,3 +581,18 @@ def test_a_lane_branch_that_another_release_deleted_or_someone_moved_meanwhile(r
     else:
         assert code == 1 and "batch_lane_release_refused" in err and "the branch is kept" in err, err
         assert git(repo, "rev-parse", "refs/heads/imm-lane/demo/a").strip() == base
+
+
+def test_a_coordinator_whose_git_dir_is_elsewhere_lands_its_batch(tmp_path):
+    """A submodule's checkout or `git init --separate-git-dir`: `.git` is a file and Git lists the main
+    worktree by its git dir; the coordinator is still found where it is."""
+    repo = tmp_path / "repo"
+    git(tmp_path, "init", "-q", f"--separate-git-dir={tmp_path / 'repo.git'}", str(repo))
+    (repo / "README").write_text("x\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "init")
+    start(repo, [{"id": "a", "scope": ["src/a"]}])
+    finish(provision(repo, "a"), {"src/a/x": "x\n"})
+    report = tick(repo)
+    assert report["batch_state"] == "completed" and child(report, "a")["state"] == "integrated", report
+    assert git(repo, "status", "--porcelain") == "" and (repo / "src" / "a" / "x").read_text() == "x\n"

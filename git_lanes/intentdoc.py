@@ -31,7 +31,7 @@ def _too_deep(doc: Any) -> bool:
 
 def load_toml(path: str, data: bytes) -> dict[str, Any]:
     try:
-        doc = tomllib.loads(data.decode("utf-8"))
+        doc = tomllib.loads(data.decode("utf-8-sig"))   # a byte-order mark, as some editors write, is no TOML error
     except UnicodeDecodeError:
         raise usage(f"{path}: not valid UTF-8") from None
     except tomllib.TOMLDecodeError as exc:

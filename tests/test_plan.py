@@ -182,6 +182,13 @@ def test_non_utf8_names_file():
     assert message == ".lanes/demo/parser.toml: not valid UTF-8"
 
 
+def test_a_byte_order_mark_is_no_toml_error():
+    """Some editors start a UTF-8 file with a BOM: the intent is the same as without it."""
+    body = intent("parser")
+    with_bom = parse_intent(".lanes/demo/parser.toml", b"\xef\xbb\xbf" + body.encode())
+    assert with_bom == parse_intent(".lanes/demo/parser.toml", body.encode())
+
+
 # --- initiatives -------------------------------------------------------------------------------
 
 def test_good_plan_round_trip():

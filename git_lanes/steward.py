@@ -10,6 +10,7 @@ from . import lifecycle
 from .errors import LanesError, refused, usage
 from .gitio import branch_ref
 from .ids import check_id
+from .lanehost import LocalLanes
 from .model import ArchivedLane
 from .session import Session, lane_branch
 from .store import slug_lock
@@ -86,13 +87,7 @@ def release(s: Session, slug: str, task_id: str, keep_branch: bool = False) -> d
         done = release_restarted(s, slug, task_id, keep_branch) or release_interrupted(s, slug, task_id, keep_branch)
         if done is not None:
             return {"released": [done]}
-        kept = _kept_branch(s, report, task_id)
-        if kept:
-            raise refused("batch_lane_release_refused", f"{task_id} is released; its branch {kept} was kept "
-                                                        f"(--keep-branch) and is yours: git branch -D {kept}")
-        raise refused("batch_lane_release_refused", f"{task_id} has no release handoff (it is "
-                                                    f"{_state_of(report, task_id)}; only an integrated, clean lane "
-                                                    "on its branch is released)")
+        raise refused("batch_lane_release_refused", _why_not(s, slug, report, task_id))
     with s.transaction(slug, "release") as tx:
         remove_lane(s, handoff["lane_path"], handoff["lane_branch"], keep_branch)
         child = tx.record.child(task_id)
@@ -102,6 +97,31 @@ def release(s: Session, slug: str, task_id: str, keep_branch: bool = False) -> d
                 child.lane.branch_kept = True
         tx.write(f"released {task_id}")
     return {"released": [_removed(task_id, handoff["lane_path"], handoff["lane_branch"], keep_branch)]}
+
+
+def _why_not(s: Session, slug: str, report: dict[str, Any], task_id: str) -> str:
+    """Why `release <task>` removes nothing: a released child with nothing left, or an integrated lane
+    that is still there but not as its release handoff wants it (the user's now, or holding work)."""
+    kept = _kept_branch(s, report, task_id)
+    if kept:
+        return f"{task_id} is released; its branch {kept} was kept (--keep-branch) and is yours: git branch -D {kept}"
+    state = _state_of(report, task_id)
+    snap = s.batches.read(slug)
+    child = snap.record.child(task_id) if snap else None
+    lane = child.lane if child is not None else None
+    if state == "integrated" and lane is not None and lane.remote is None and lane.path:
+        where = LocalLanes(s).presence(lane.path)
+        if where.exists:
+            if where.branch != branch_ref(lane.branch):
+                on = f"on {where.branch}" if where.branch else "detached"
+                why = f"its lane {lane.path} is {on}, not on {lane.branch}: what it holds is not the lane's"
+            elif where.head != lane.lane_commit:
+                why = f"its lane {lane.path} has commits past its lane commit {(lane.lane_commit or '')[:12]}"
+            else:
+                why = f"its lane {lane.path} holds uncommitted work"
+            return f"{task_id} is integrated, but {why}; nothing was removed (no release handoff)"
+    return (f"{task_id} has no release handoff (it is {state}; only an integrated, clean lane on its branch "
+            "is released)")
 
 
 def _kept_branch(s: Session, report: dict[str, Any], task_id: str) -> str | None:
@@ -122,6 +142,7 @@ def release_interrupted(s: Session, slug: str, task_id: str, keep_branch: bool) 
         lane = child.lane if child is not None else None
         if lane is None or lane.remote is not None or lane.carried_over or lane.branch_kept \
                 or child.state not in ("integrated", "released") \
+                or _still_there(s, lane.path or "") \
                 or not drop_left_branch(s, lane.branch, lane.lane_commit, keep=keep_branch):
             return None
         if child.state == "integrated":
@@ -130,6 +151,13 @@ def release_interrupted(s: Session, slug: str, task_id: str, keep_branch: bool) 
                 lane.branch_kept = True
         tx.write(f"released {task_id}")
     return _removed(task_id, lane.path, lane.branch, keep_branch)
+
+
+def _still_there(s: Session, path: str) -> bool:
+    """The lane's worktree is still there (§7 step 4's rule: the lane is not gone), whatever branch it
+    is on now: nothing of a killed release to finish."""
+    s.forget_worktrees()   # under the lock: what the list says now
+    return LocalLanes(s).presence(path).exists
 
 
 def release_gone(s: Session, slug: str, report: dict[str, Any], skip: set[str]) -> list[str]:

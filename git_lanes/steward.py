@@ -109,6 +109,13 @@ def _why_not(s: Session, slug: str, report: dict[str, Any], task_id: str) -> str
     snap = s.batches.read(slug)
     child = snap.record.child(task_id) if snap else None
     lane = child.lane if child is not None else None
+    if state == "released":
+        tip = s.git.refs.resolve(branch_ref(lane.branch)) if lane is not None and lane.remote is None else None
+        if tip is None:
+            return f"{task_id} is released; nothing of its lane is left to remove"
+        if tip == lane.lane_commit:
+            return f"{task_id} is released; only its branch {lane.branch} is left, and --keep-branch keeps it"
+        return f"{task_id} is released; its branch {lane.branch} moved past its lane commit: yours, kept"
     if state == "integrated" and lane is not None and lane.remote is None and lane.path:
         where = LocalLanes(s).presence(lane.path)
         if where.exists:
@@ -143,6 +150,7 @@ def release_interrupted(s: Session, slug: str, task_id: str, keep_branch: bool) 
         if lane is None or lane.remote is not None or lane.carried_over or lane.branch_kept \
                 or child.state not in ("integrated", "released") \
                 or _still_there(s, lane.path or "") \
+                or child.state == "released" and (keep_branch or s.git.refs.resolve(branch_ref(lane.branch)) is None) \
                 or not drop_left_branch(s, lane.branch, lane.lane_commit, keep=keep_branch):
             return None
         if child.state == "integrated":

@@ -66,6 +66,20 @@ def test_a_lane_still_on_its_branch_with_work_in_it_is_refused_naming_the_work(r
     assert (lane / "src" / "a" / "g").exists() and notes(repo) == before
 
 
+def test_a_released_child_is_released_once(repo):
+    """A second `release` of a released child with nothing left of its lane is refused; `--json` too."""
+    lane = integrated(repo)
+    code, out, err = lanes(repo, "release", "a")
+    assert code == 0 and "removed lane a" in out and not lane.exists(), err
+    before = notes(repo)
+    code, out, err = lanes(repo, "release", "a")
+    assert code == 1 and out == "" and "error: batch_lane_release_refused: a is released" in err, (out, err)
+    code, out, err = lanes(repo, "release", "a", "--json")
+    assert code == 1 and "batch_lane_release_refused: a is released" in err, (out, err)
+    assert json.loads(out or "{}").get("released") in (None, [])
+    assert notes(repo) == before
+
+
 def test_a_release_killed_after_the_worktree_went_is_finished(repo):
     """The lane is really gone (the worktree removed, its branch left on the lane commit): `release`
     finishes what a killed release started, as before."""

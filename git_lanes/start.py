@@ -11,9 +11,9 @@ from .crash import crash_point
 from .errors import refused, usage
 from .gitio import BatchBranch, LaneBranch, branch_ref, quote_path, short_branch
 from .ids import MAX_FINAL_CHECKS, check_id, final_check_problem, require_utf8
-from .model import (CARRIED_OVER, BatchRecord, Budget, Child, IntentIdentity, Lane, RevisionDelegation,
-                    contracts_manifest)
+from .model import CARRIED_OVER, BatchRecord, Budget, Child, IntentIdentity, Lane, RevisionDelegation
 from .plan import Plan
+from .runtime import runtime_mismatch
 from .session import LANE_PREFIX, Session, batch_branch
 
 
@@ -170,62 +170,6 @@ def _carry_over(s: Session, last: BatchRecord, plan: Plan, head: str) -> dict[st
         if s.git.odb.is_ancestor(old.commit, head):
             carried[parsed.task_id] = old.commit
     return carried
-
-
-def runtime_mismatch(path: str) -> str | None:
-    """Compare our contract identifiers with a manifest file or a git-lanes installation at PATH."""
-    import json
-
-    ours = contracts_manifest()
-    candidate = path
-    if os.path.isdir(path):
-        for sub in ("contracts.json", os.path.join("git_lanes", "contracts.json")):
-            if os.path.isfile(os.path.join(path, sub)):
-                candidate = os.path.join(path, sub)
-                break
-        else:
-            # a source tree: the names live in `contracts.py` (in `model.py` before this build)
-            sources = [os.path.join(path, "git_lanes", name) for name in ("model.py", "contracts.py")]
-            if not any(os.path.isfile(f) for f in sources):
-                return f"no runtime contract manifest under {path}"
-            theirs = {}
-            for source in sources:
-                if os.path.isfile(source):
-                    theirs.update(_manifest_from_source(source))
-            return _differences(ours, theirs, path)
-    try:
-        with open(candidate, encoding="utf-8") as fh:
-            theirs = json.load(fh)
-    except (OSError, ValueError) as exc:
-        return f"cannot read the runtime contract manifest {path}: {exc}"
-    if not isinstance(theirs, dict):
-        return f"{path} is not a contract manifest"
-    return _differences(ours, theirs, path)
-
-
-def _manifest_from_source(model_py: str) -> dict[str, str]:
-    import re
-
-    text = open(model_py, encoding="utf-8").read()
-    names = {"BATCH_RECORD": "batch_record", "LANE_RECORD": "lane_record", "BATCH_REPORT": "batch_report",
-             "STORE_LAYOUT": "store_layout", "CONTRACTS": "contract"}
-    out = {}
-    for const, key in names.items():
-        m = re.search(rf'^{const} = "([^"]+)"', text, re.M)
-        if m:
-            out[key] = m.group(1)
-    return out
-
-
-def _differences(ours: dict[str, str], theirs: dict[str, str], path: str) -> str | None:
-    diffs = [f"{k}: {ours[k]} != {theirs.get(k)}" for k in sorted(ours) if theirs.get(k) != ours[k]]
-    if not diffs:
-        return None
-    import git_lanes
-
-    src = os.path.dirname(os.path.abspath(git_lanes.__file__))
-    return (f"coordinator runtime {src} and Lane runtime {path} disagree ({'; '.join(diffs)}); "
-            "load the same runtime on both sides before starting the batch")
 
 
 def confirmation_text(p: Prepared) -> str:

@@ -130,3 +130,63 @@ def test_a_lane_record_that_is_not_json_is_lost_not_a_contract_mismatch(repo):
     write_lane_record_by_hand(repo, "demo", "alpha", "{ this is not json")
     report = ok(repo, "tick")
     assert child_of(report, "alpha")["reason"] == "batch_lane_lost"
+
+
+def fake_installation(root: Path, *, batch_report: str = "git_lanes/batch_report/v1") -> Path:
+    """A prefix as pip lays it out: `<root>/lib/python3.X/site-packages/git_lanes/`; the package folder."""
+    package = root / "lib" / "python3.99" / "site-packages" / "git_lanes"
+    package.mkdir(parents=True)
+    for name in ("__init__.py", "model.py"):
+        (package / name).write_text(Path(SRC, name).read_text())
+    text = Path(SRC, "contracts.py").read_text()
+    (package / "contracts.py").write_text(text.replace('"git_lanes/batch_report/v1"', f'"{batch_report}"'))
+    return package
+
+
+@pytest.mark.parametrize("given", ["prefix", "package", "venv", "executable"])
+def test_a_git_lanes_installation_is_read_for_its_contracts(repo, tmp_path, given):
+    """SPEC §6.3: PATH is a manifest file or a git-lanes installation: a prefix (a venv), the package
+    folder in its site-packages, or the `git-lanes` executable (asked `contracts --json`)."""
+    plan(repo)
+    package = fake_installation(tmp_path / "prefix")
+    venv = Path(sys.executable).parent.parent   # this venv: git_lanes installed editable, bin/git-lanes
+    path = {"prefix": tmp_path / "prefix", "package": package, "venv": venv,
+            "executable": venv / "bin" / "git-lanes"}[given]
+    assert start(repo, "demo", "--executor-runtime", str(path))["batch_state"] == "running"
+
+
+@pytest.mark.parametrize("given", ["prefix", "package", "executable"])
+def test_a_mismatching_installation_refuses(repo, tmp_path, given):
+    plan(repo)
+    package = fake_installation(tmp_path / "prefix", batch_report="git_lanes/batch_report/v2")
+    script = tmp_path / "bin" / "git-lanes"
+    script.parent.mkdir()
+    manifest = {**MANIFEST, "batch_report": "git_lanes/batch_report/v2"}
+    script.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(manifest)}\nEOF\n")
+    script.chmod(0o755)
+    path = {"prefix": tmp_path / "prefix", "package": package, "executable": script}[given]
+    before = world(repo)
+    code, doc, err = cli(repo, "start", "demo", "--yes", "--executor-runtime", str(path))
+    assert code == 1
+    assert err.strip() == expected_refusal(path, "batch_report: git_lanes/batch_report/v1 != "
+                                                 "git_lanes/batch_report/v2")
+    assert world(repo) == before
+
+
+@pytest.mark.parametrize("given", ["empty folder", "failing executable", "missing"])
+def test_a_runtime_with_no_manifest_is_refused_in_the_specs_words(repo, tmp_path, given):
+    plan(repo)
+    path = tmp_path / "runtime"
+    if given == "empty folder":
+        path.mkdir()
+    elif given == "failing executable":
+        path.write_text("#!/bin/sh\necho 'no such command' >&2\nexit 2\n")
+        path.chmod(0o755)
+    before = world(repo)
+    code, doc, err = cli(repo, "start", "demo", "--yes", "--executor-runtime", str(path))
+    assert code == 1 and doc["code"] == "batch_runtime_contract_mismatch", err
+    assert err.startswith(f"error: batch_runtime_contract_mismatch: coordinator runtime {SRC} and Lane runtime "
+                          f"{path} disagree ("), err
+    assert err.strip().endswith("); load the same runtime on both sides before starting the batch"), err
+    assert ("no such command" in err) if given == "failing executable" else True
+    assert world(repo) == before

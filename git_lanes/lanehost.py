@@ -100,12 +100,14 @@ class Offer:
 
 # -- lanes that are worktrees of this repository -------------------------------------------------------------
 
-def _utf8(path: str) -> bool:
+def _recordable(path: str) -> bool:
+    """A name git-lanes can record and Git can answer about line by line: UTF-8, no C0 or DEL character
+    (with a newline in it every lane command would fail for ever; `provision --path` refuses one too)."""
     try:
         path.encode("utf-8")
-        return True
     except UnicodeEncodeError:
         return False
+    return not any(ord(c) < 32 or ord(c) == 127 for c in path)
 
 
 class LocalLanes:
@@ -157,8 +159,8 @@ class LocalLanes:
               occupied: Callable[[str], str | None]) -> LaneFacts:
         """Gather the admission facts of §6.1 from Git alone, stopping at the first failure."""
         real = os.path.realpath(path)
-        if not _utf8(real):
-            # a name that is not UTF-8 can be neither recorded nor reported: never a lane of ours
+        if not _recordable(real):
+            # a name that is not UTF-8, or holds a control character, is never a lane of ours
             return LaneFacts(real, False, False, None, None, False, True, None)
         wt = self.s.worktree_at(real) if os.path.isdir(real) else None
         is_root = wt is not None and os.path.realpath(wt.path) == real and not wt.bare

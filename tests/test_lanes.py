@@ -174,6 +174,23 @@ def test_offers_are_untrusted_input(running, tmp_path):
     assert all_refs(running) == before
 
 
+@pytest.mark.parametrize("char", ["\n", "\t", "\x7f"])
+def test_a_lane_whose_real_path_holds_a_control_character_is_foreign(running, tmp_path, char):
+    """Git's line-based answers about such a path break (every lane command would exit 128 for ever),
+    and `provision --path` refuses one: admission refuses it as a path that is never a lane of ours,
+    like a name that is not UTF-8 (SPEC §6.1 rule 1) — reached through a symbolic link too."""
+    lane = make_lane(running, tmp_path, "a", name=f"lane{char}a")
+    link = tmp_path / "link"
+    link.symlink_to(lane)
+    for path in (lane, link):
+        before = all_refs(running)
+        code, report = tick(running, "--offer", f"a={path}")
+        assert code == 0
+        assert [r["reason"] for r in report["lane_refusals"]] == ["batch_lane_foreign_repository"], report
+        assert report["children"][0]["state"] == "pending"
+        assert all_refs(running) == before
+
+
 def test_a_symlinked_lane_is_recorded_by_its_real_path(running, tmp_path):
     lane = make_lane(running, tmp_path, "a")
     link = tmp_path / "link"

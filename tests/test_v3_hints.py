@@ -50,6 +50,13 @@ def test_a_missing_or_refused_option_lists_its_choices(repo):
     proc = subprocess.run(["git", "lanes", "instruct", "a", "--kind", "bogus", "--session-state", "idle"], cwd=repo,
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "'instruction', 'correction'" in proc.stderr.splitlines()[0]
+    # an option given without its value (click raises that with no context): its choices and the -h hint
+    proc = subprocess.run(["git", "lanes", "instruct", "a", "--kind"], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == ["error: Option '--kind' requires an argument. Choose from: instruction, "
+                                        "correction.", "hint: see 'git lanes instruct -h'"]
+    proc = subprocess.run(["git", "lanes", "review", "a", "--approve", "-m"], cwd=repo, capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.splitlines()[0] == "error: Option '-m' requires an argument."
 
 
 def test_provision_and_release_hints_work_when_pasted(repo):

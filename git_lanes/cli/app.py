@@ -21,7 +21,22 @@ ORDER = ("plan", "start", "tick", "status", "show", "diff", "log", "task", "done
          "pull", "join", "work", "contracts", "schema", "completion", "aliases")
 
 
+class LanesCommand(click.Command):
+    """A command whose parse errors know their context: click raises an option given without its value
+    with none, so the error could neither list the option's choices (SPEC §6.2) nor point at `-h`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as e:
+            if e.ctx is None:
+                e.ctx = ctx
+            raise
+
+
 class LanesGroup(click.Group):
+    command_class = LanesCommand
+
     def list_commands(self, ctx):
         return [name for name in ORDER if name in self.commands] + \
             sorted(name for name in self.commands if name not in ORDER)
@@ -56,10 +71,23 @@ def main(argv: list[str] | None = None) -> int:
 def _usage_error(e: click.UsageError) -> None:
     """One `error:` line; click's multi-line messages (a missing option's "Choose from:" list) joined."""
     msg = e.format_message()
+    choices = _option_choices(e)
+    if choices and "Choose from" not in msg and "is not one of" not in msg:
+        msg = f"{msg} Choose from: {', '.join(choices)}."
     lines = [line.strip() for line in msg.splitlines() if line.strip()]
     render.err("error", _choices_joined(lines) if lines else "usage error")
     if e.ctx is not None:
         click.echo(f"hint: see '{e.ctx.command_path} -h'", err=True)
+
+
+def _option_choices(e: click.UsageError) -> list[str]:
+    """The choices of the click.Choice option a `BadOptionUsage` (`--kind` given without a value) names."""
+    if not isinstance(e, click.BadOptionUsage) or e.ctx is None:
+        return []
+    for param in e.ctx.command.params:
+        if e.option_name in (*param.opts, *param.secondary_opts) and isinstance(param.type, click.Choice):
+            return [str(choice) for choice in param.type.choices]
+    return []
 
 
 def _choices_joined(lines: list[str]) -> str:

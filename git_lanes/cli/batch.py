@@ -8,7 +8,7 @@ import os
 import click
 
 from . import render
-from .app import cli
+from .app import LanesCommand, cli
 from .options import (complete_slugs, complete_tasks, confirm_fn, json_option, required_slug, session, slug_arg,
                       slug_option, start_options, start_opts, task_arg)
 
@@ -199,7 +199,7 @@ class _ListOption(click.Option):
     takes_list = True
 
 
-class _RestartList(click.Command):
+class _RestartList(LanesCommand):
     """`resume <slug> [TASK…] [--restart TASK…]` (SPEC §6): after the slug, the bare words that follow
     `--restart` (up to the next option) are all restarted; `--restart` may also be repeated."""
 

@@ -164,6 +164,8 @@ def release_interrupted(s: Session, slug: str, task_id: str, keep_branch: bool) 
 def _still_there(s: Session, path: str) -> bool:
     """The lane's worktree is still there (§7 step 4's rule: the lane is not gone), whatever branch it
     is on now: nothing of a killed release to finish."""
+    if not path or not os.path.isdir(path):
+        return False   # no folder: gone, whatever the list says (presence asks the folder too)
     s.forget_worktrees()   # under the lock: what the list says now
     return LocalLanes(s).presence(path).exists
 

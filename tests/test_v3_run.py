@@ -320,3 +320,36 @@ def test_sigterm_or_a_closed_terminal_stops_the_sessions_as_ctrl_c_does(tmp_path
     assert running(str(tmp_path / "executor.py")) == []
     assert "end" not in trace.read_text()   # stopped, not finished
     assert status(root, "drv")["batch_state"] == "running"
+
+
+# -- the audit's findings (SPEC §13, §15) ------------------------------------------------------------
+
+def wait_for(path: Path, text: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} never showed in {path}")
+
+
+def test_a_second_run_on_a_slug_refuses_at_once_while_the_first_drives_it(tmp_path, hermetic):
+    root = make_repo(tmp_path / "repo", ["slow"])
+    trace = tmp_path / "trace.txt"
+    first = subprocess.Popen(run_cmd("drv", executor(tmp_path)), cwd=root, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "EXEC_SLEEP": "30", "EXEC_TRACE": str(trace)})
+    try:
+        wait_for(trace, "start slow")
+        began = time.monotonic()
+        second = run(root, "drv", executor(tmp_path), env={"EXEC_SLEEP": "0"}, timeout=60)
+        assert time.monotonic() - began < 20                     # it never waits for the first
+        assert second.returncode == 1, second.stdout + second.stderr
+        assert second.stderr.strip() == f"error: batch_busy: another git lanes run drives drv (pid {first.pid})"
+        assert trace.read_text().count("start slow") == 1        # one session in the lane, the first run's
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=60)
+    assert first.returncode == 1
+    again = run(root, "drv", executor(tmp_path), env={"EXEC_SLEEP": "0"})   # the lock went with the first run
+    assert again.returncode == 0, again.stdout + again.stderr

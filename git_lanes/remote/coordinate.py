@@ -32,7 +32,7 @@ from ..run import RunResult, drop_scratch, ending, log_dir as run_log_dir, summa
 from ..run.loop import Driver, Stop
 from ..run.prompts import default_correction, failing_checks
 from ..session import Session
-from ..store import CorruptRecord
+from ..store import CorruptRecord, run_lock
 from ..tick import Request, status_report
 from .claims import failure_text, sync_push
 from .replicate import pull, unsent
@@ -195,14 +195,24 @@ class Coordinator:
 def run_remote(s: Session, slug: str, *, remote: str, opts=None, confirm: Callable[[str], bool] | None = None,
                interval: float = 2.0, as_json: bool = False, out: Callable[[str], None] = print) -> RunResult:
     """Drive the batch of `slug` with executors on other machines; exit codes as `run` (§13)."""
-    from ..start import StartOptions, start
+    from ..start import StartOptions
 
     check_id(slug, "slug")
     if s.git.config_get(f"remote.{remote}.url") is None:
         raise usage(f"--remote: no remote named '{remote}' (add one with 'git remote add')")
     if interval <= 0:
         raise usage("--interval must be more than 0")
-    opts = opts or StartOptions()
+    held = run_lock(s.git, slug)   # one driver per slug, local executors or remote ones (SPEC §13)
+    try:
+        return _run_remote(s, slug, remote, opts or StartOptions(), confirm, interval, as_json, out)
+    finally:
+        held.release()
+
+
+def _run_remote(s: Session, slug: str, remote: str, opts, confirm: Callable[[str], bool] | None,
+                interval: float, as_json: bool, out: Callable[[str], None]) -> RunResult:
+    from ..start import start
+
     again = f"git lanes run {slug} --remote {remote}"
     try:   # the batch another clone started and pushed is this one's to continue, not to start again
         pull(s, remote)

@@ -21,6 +21,7 @@ from ..gitio import BatchBranch
 from ..ids import check_id
 from ..procs import kill_all, stopping
 from ..session import Session
+from ..store import run_lock
 from ..tick import status_report
 from ..workspace import repo_id, setup_command
 from .loop import TERMINAL, Driver, Stop
@@ -149,7 +150,7 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
         confirm: Callable[[str], bool] | None = None, as_json: bool = False,
         out: Callable[[str], None] = print) -> RunResult:
     """Drive the batch of `slug` to its end; exit 0 only for `completed` with final verification passed."""
-    from ..start import StartOptions, start
+    from ..start import StartOptions
 
     check_id(slug, "slug")
     argv = split_command(executor)
@@ -159,7 +160,18 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
         if words and os.sep not in words[0] and shutil.which(words[0]) is None:
             raise usage(f"{option}: {words[0]}: command not found")
     setup_command(s)   # shell syntax in lanes.setupCommand: a usage error before anything starts
-    opts = opts or StartOptions()
+    held = run_lock(s.git, slug)   # one driver per slug (one session per lane): a second run refuses at once
+    try:
+        return _run(s, slug, executor, corrector, argv, corrector_argv, opts or StartOptions(), confirm, as_json, out)
+    finally:
+        held.release()
+
+
+def _run(s: Session, slug: str, executor: str, corrector: str | None, argv: list[str],
+         corrector_argv: list[str] | None, opts, confirm: Callable[[str], bool] | None, as_json: bool,
+         out: Callable[[str], None]) -> RunResult:
+    from ..start import start
+
     snap = s.batches.read(slug)
     if snap is None or snap.record.terminal:
         if snap is not None:

@@ -3,6 +3,8 @@
 - `<slug>.lock`: every writer of the batch record of a slug (and the coordinator's moves of
   its batch branch and lane branches).
 - `<slug>.verify`: the one verifier of a candidate of a slug (SPEC §8.6).
+- `<slug>.run`: the one loop that drives the slug's batch (`git lanes run`, SPEC §13), held for its
+  whole run and never waited for: a second one refuses at once (it holds the driver's pid).
 - `<slug>/<task>.lane`: every writer of one lane record (the commands run in that lane).
 - `evidence`: every writer of `refs/notes/lanes/evidence`, which all slugs share.
 
@@ -148,6 +150,26 @@ def slug_lock(git: "Git", slug: str, timeout: float | None = None,
 def verify_lock_path(git: "Git", slug: str) -> str:
     check_id(slug, "slug")
     return os.path.join(lock_dir(git), f"{slug}.verify")
+
+
+def run_lock(git: "Git", slug: str) -> Held:
+    """Take `<slug>.run` for a loop that drives the batch of `slug` (SPEC §13: one executor session per
+    lane, so one driver per slug), writing this process's pid into it; `batch_busy` at once when another
+    process holds it. The caller releases it when the loop ends (a killed process's goes with it)."""
+    check_id(slug, "slug")
+    path = os.path.join(lock_dir(git), f"{slug}.run")
+    held = flock_try(path)
+    if held is None:
+        try:
+            with open(path, encoding="ascii", errors="replace") as f:
+                pid = f.read().strip()
+        except OSError:
+            pid = ""
+        raise refused("batch_busy", f"another git lanes run drives {slug}" + (f" (pid {pid})" if pid.isdigit() else ""))
+    assert held.fd is not None
+    os.ftruncate(held.fd, 0)
+    os.pwrite(held.fd, f"{os.getpid()}\n".encode(), 0)
+    return held
 
 
 def fast_forward_mark(git: "Git", slug: str) -> str:

@@ -19,22 +19,36 @@ from typing import Any, Callable
 
 from ..checks import failure_line
 from ..decisions.admission import MAX_OFFERS
-from ..decisions.instruction import MAX_TEXT, InstructionRequest
 from ..errors import LanesError
 from ..procs import CtrlC, hung_up, kill_all
-from ..procs import run as run_process
 from ..session import Session
 from ..tick import Pending, Request, tick, verify
 from .progress import Progress, Track, child_rows
+from .corrections import Correcting
 from .provisions import PROVISION_TRIES, Provisioning, Stop
-from .prompts import default_correction, failing_checks, failure_text
 from .sessions import Sess, Sessions
 from .spares import Spares
 
-CORRECTOR_TIMEOUT = 600.0
 EMPTY_SESSIONS = 2     # sessions in a row without a delivery before the driver gives the lane up
+IDLE_SESSIONS = 3      # sessions in a row after which the lane asks for the same work again, unchanged
 STALLS = 3             # rounds in a row with nothing running and nothing startable before giving up
 TERMINAL = ("completed", "failed", "budget_stopped", "superseded")
+
+
+def stalled(tr: Track, sess: Sess, report: dict[str, Any]) -> int:
+    """How many sessions of a lane in a row left it where it was: after the tick that observed the
+    session, its child still asks its executor to implement, with no failed attempt counted and no
+    correction due since the last session (a failed attempt is progress: the QA limit bounds those)."""
+    child = next((c for c in report.get("children", []) if c["task_id"] == sess.task_id), None)
+    mark = (child or {}).get("qa_failures", 0), (child or {}).get("corrections", 0)
+    again = child is not None and report.get("batch_state") == "running" and child["state"] == "enrolled" \
+        and child.get("next_obligation") == "implement" and not child.get("correction_due")
+    if again and mark == tr.mark and sess.outcome != "interrupted" and not sess.outcome.startswith("error"):
+        tr.idle += 1
+    else:
+        tr.idle = 0
+    tr.mark = mark
+    return tr.idle
 
 
 # states a child never leaves: a report that shows it back before them is older than one already noted
@@ -48,7 +62,7 @@ class Landed:
     error: LanesError | None = None
 
 
-class Driver(Provisioning):
+class Driver(Provisioning, Correcting):
     def __init__(self, s: Session, slug: str, record, argv: list[str], corrector: list[str] | None,
                  as_json: bool, out: Callable[[str], None], log_dir: str, verify_inline: bool = False) -> None:
         self.slug = slug
@@ -241,6 +255,8 @@ class Driver(Provisioning):
                 else:
                     self.after_session(event)
                     report = self.tick(Request(actor="run", only={event.task_id}), spares=True)
+                    if stalled(self.track_of(event.task_id), event, report) >= IDLE_SESSIONS:
+                        report = self.stop_lane(event, report)
                 if i + 1 < len(happened) and report["batch_state"] == "running" and not self.interrupted.is_set():
                     report = self.act(report)
 
@@ -329,6 +345,22 @@ class Driver(Provisioning):
                 raise Stop(f"{sess.task_id}: its sessions deliver nothing and giving up failed: {exc.message}")
             self.progress.event(f"{sess.task_id}: gave up: {text}")
 
+    def stop_lane(self, sess: Sess, report: dict[str, Any]) -> dict[str, Any]:
+        """Give up the lane of sessions that make no progress (the record would have the driver start
+        them forever): its child is parked for a person, whom the text tells what happened."""
+        from ..laneside import give_up
+
+        tr = self.track_of(sess.task_id)
+        text = (f"{tr.idle} executor sessions in a row left the lane asking for the same work again (no new "
+                f"attempt counted, nothing settled; last: {sess.outcome}; log {sess.log_path})")
+        try:
+            give_up(self.sessions.lane_session(sess.lane_path), text[:4000])
+        except LanesError as exc:
+            raise Stop(f"{sess.task_id}: its sessions make no progress and giving up failed: {exc.message}")
+        self.progress.event(f"{sess.task_id}: gave up: {text}")
+        tr.idle = 0
+        return self.tick(Request(actor="run", only={sess.task_id}), spares=True)
+
     def wait_all(self) -> bool:
         """Wait for the sessions and the verifier still running when the loop stopped; True when any
         ended (what they delivered goes in before the summary)."""
@@ -344,43 +376,6 @@ class Driver(Provisioning):
                 took = (event.ended or time.monotonic()) - event.started
                 self.progress.event(f"{event.task_id}: session {event.n} ended ({took:.1f} s): {event.outcome}")
         return any_ended
-
-    # -- corrections ------------------------------------------------------------------------------------
-
-    def correct(self, handoff: dict[str, Any]) -> dict[str, Any]:
-        task = handoff["task_id"]
-        lrec, _ = self.sessions.lane_session(handoff["lane_path"]).lanes.read(self.slug, task)
-        failed = failing_checks(lrec)
-        text = self._run_corrector(task, handoff["lane_path"], failed) if self.corrector else None
-        text = text or default_correction(task, failed)
-        req = InstructionRequest(task_id=task, kind="correction", text=text[:MAX_TEXT], session_state="idle")
-        report = self.tick(Request(instruction=req, actor="run"))
-        li = report.get("lane_instruction") or {}
-        if not li.get("accepted"):
-            raise Stop(f"the correction for {task} was refused: {li.get('reason')}")
-        self.progress.event(f"{task}: correction sent ({len(text)} characters)")
-        return report
-
-    def _run_corrector(self, task: str, cwd: str, failed: list[dict[str, Any]]) -> str | None:
-        try:
-            done = run_process(self.corrector, cwd=cwd, env=self.sessions.env(task), timeout=CORRECTOR_TIMEOUT,
-                               input=failure_text(failed).encode("utf-8", "replace"), separate_stderr=True,
-                               tail=1 << 20)
-        except OSError as exc:
-            self.progress.event(f"{task}: corrector cannot run ({exc}); sending the default correction")
-            return None
-        if done.timed_out:
-            self.progress.event(f"{task}: corrector timed out; sending the default correction")
-            return None
-        text = done.output.decode("utf-8", "replace").strip()
-        if done.exit_code != 0 or not text:
-            why = f"exit code {done.exit_code}" if done.exit_code else \
-                (f"killed by {done.signal}" if done.signal else "no output")
-            last = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-            self.progress.event(f"{task}: corrector failed ({why}) {last[0]}".rstrip()
-                                + "; sending the default correction")
-            return None
-        return text[:MAX_TEXT]
 
     # -- releases and stopping ---------------------------------------------------------------------------
 

@@ -19,6 +19,8 @@ class Track:
     first_start: float | None = None
     finished: float | None = None
     empty: int = 0                 # sessions in a row that delivered nothing
+    idle: int = 0                  # sessions in a row that left the lane asking for the same work
+    mark: tuple[int, int] | None = None   # (QA failures, corrections) after the last session's tick
     errors: int = 0
     provision_failures: int = 0
     log_base: int | None = None    # the highest session number in the log folder when the run began

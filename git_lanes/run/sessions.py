@@ -21,6 +21,7 @@ from ..crash import crash_point
 from ..errors import LanesError
 from ..procs import Group
 from ..session import Session
+from ..snapshot import still_delivers
 from .prompts import build_prompt, failing_checks
 
 if TYPE_CHECKING:
@@ -174,14 +175,18 @@ class Sessions:
         if had_unread:
             inbox(ls, ack=True)   # the session was given them
         lrec, _ = ls.lanes.read(self.slug, sess.task_id)
+        changed = ""
         if lrec is not None and lrec.run_id == child.lane.run_id:
             if lrec.gave_up is not None and not before[1]:
                 sess.delivered = True
                 return "gave up"
-            if len(lrec.qa_attempts) > before[0]:
+            last = lrec.qa_attempts[-1] if len(lrec.qa_attempts) > before[0] else None
+            if last is not None and not (last.passed and not still_delivers(ls.git, sess.lane_path, last.tree,
+                                                                            keep=True)):
                 sess.delivered = True
-                last = lrec.qa_attempts[-1]
                 return "ran done: " + verdict(last.passed, [r.model_dump() for r in last.results], last.note)
+            if last is not None:   # its `done` passed, then it changed the lane: that delivery is checked now
+                changed = "changed the lane after its done; "
         if child.correction_due:
             return "waits for a correction"
         try:
@@ -195,7 +200,7 @@ class Sessions:
         crash_point("session-done")
         sess.delivered = True
         _log_done(sess.log_path, doc)
-        return "done: " + verdict(doc["passed"], doc["results"], doc.get("note"))
+        return changed + "done: " + verdict(doc["passed"], doc["results"], doc.get("note"))
 
     # -- waiting ----------------------------------------------------------------------------------------
 

@@ -353,3 +353,76 @@ def test_a_second_run_on_a_slug_refuses_at_once_while_the_first_drives_it(tmp_pa
     assert first.returncode == 1
     again = run(root, "drv", executor(tmp_path), env={"EXEC_SLEEP": "0"})   # the lock went with the first run
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+DONE_THEN_EDIT = r'''
+import pathlib, subprocess
+out = pathlib.Path("src") / "solo.txt"
+out.parent.mkdir(parents=True, exist_ok=True)
+out.write_text("right one\n")
+subprocess.run(["git", "lanes", "done"], capture_output=True)
+out.write_text("right two\n")
+'''
+
+
+def test_a_lane_changed_after_the_executors_own_done_is_checked_again_not_worked_forever(tmp_path, hermetic):
+    root = make_repo(tmp_path / "repo", ["solo"])
+    script = tmp_path / "done_then_edit.py"
+    script.write_text(DONE_THEN_EDIT)
+    proc = run(root, "drv", f"{sys.executable} {script}", timeout=90)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "solo: session 1 ended (exit code 0" in proc.stdout
+    assert "changed the lane after its done; done: passed" in proc.stdout
+    assert "session 2 started" not in proc.stdout
+    assert git(root, "show", "imm/drv:src/solo.txt") == "right two\n"    # what the lane held at the end
+
+
+def test_sessions_that_leave_a_lane_where_it_was_are_counted_and_reset_by_progress():
+    from git_lanes.run.loop import IDLE_SESSIONS, stalled
+    from git_lanes.run.progress import Track
+    from git_lanes.run.sessions import Sess
+
+    def report(state="enrolled", qa=0, corrections=0, due=None, obligation="implement"):
+        return {"batch_state": "running", "children": [
+            {"task_id": "t", "state": state, "qa_failures": qa, "corrections": corrections, "correction_due": due,
+             "next_obligation": obligation}]}
+
+    tr, sess = Track(), Sess("t", 1, "/lane", "/log", 0.0, outcome="done: passed")
+    assert [stalled(tr, sess, report()) for _ in range(IDLE_SESSIONS + 1)] == list(range(IDLE_SESSIONS + 1))
+    assert stalled(tr, sess, report(qa=1)) == 0               # a failed attempt counted: progress
+    assert stalled(tr, sess, report(qa=1)) == 1
+    assert stalled(tr, sess, report(qa=1, due="qa_failure")) == 0
+    assert stalled(tr, sess, report(qa=1, corrections=1)) == 0
+    assert stalled(tr, sess, report(state="settled", qa=1, corrections=1, obligation=None)) == 0
+    assert stalled(tr, Sess("t", 2, "/lane", "/log", 0.0, outcome="interrupted"), report(qa=1, corrections=1)) == 0
+
+
+SLOW_CORRECTOR = r'''
+import os, pathlib, sys, time
+sys.stdin.read()
+pathlib.Path(os.environ["CORRECTOR_MARK"]).write_text("running")
+time.sleep(30)
+print("CORRECTOR SAYS: too late")
+'''
+
+
+def test_ctrl_c_while_the_corrector_runs_sends_no_correction(tmp_path, hermetic):
+    root = make_repo(tmp_path / "repo", ["solo"])
+    corrector = tmp_path / "corrector.py"
+    corrector.write_text(SLOW_CORRECTOR)
+    mark = tmp_path / "corrector-ran"
+    proc = subprocess.Popen(run_cmd("drv", executor(tmp_path), "--qa-failure-limit", "1",
+                                    "--corrector", f"{sys.executable} {corrector}"),
+                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "EXEC_FAIL_FIRST": "solo", "CORRECTOR_MARK": str(mark)})
+    try:
+        wait_for(mark, "running", timeout=20)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, out + err
+    assert "correction sent" not in out
+    report = status(root, "drv")
+    assert not report.get("interventions"), report.get("interventions")
+    (solo,) = [c for c in report["children"] if c["task_id"] == "solo"]
+    assert solo["corrections"] == 0 and solo["correction_due"]   # still due: the next run sends it

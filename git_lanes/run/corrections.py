@@ -35,6 +35,8 @@ class Correcting:
         lrec, _ = self.sessions.lane_session(handoff["lane_path"]).lanes.read(self.slug, task)
         failed = failing_checks(lrec)
         text = self._run_corrector(task, handoff["lane_path"], failed) if self.corrector else None
+        if self.interrupted.is_set():   # Ctrl-C while the corrector ran (it was killed): nothing goes out
+            return self.report
         text = text or default_correction(task, failed)
         req = InstructionRequest(task_id=task, kind="correction", text=text[:MAX_TEXT], session_state="idle")
         report = self.tick(Request(instruction=req, actor="run"))

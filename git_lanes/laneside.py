@@ -236,10 +236,11 @@ def _write_intent_file(worktree: str, path: str, text: str) -> None:
         f.write(data)
 
 
-def done(session: Session) -> dict[str, Any]:
+def done(session: Session, *, cancelled: Callable[[], bool] | None = None) -> dict[str, Any] | None:
     """`git lanes done`: snapshot the delivery, run the effective checks, record the attempt.
 
-    Returns `{task_id, passed, tree, results[…]}` (plus `note` when the attempt has one).
+    Returns `{task_id, passed, tree, results[…]}` (plus `note` when the attempt has one); None when
+    `cancelled()` says so once the checks ran (`run`'s Ctrl-C killed them): nothing is written.
     """
     ctx = LaneContext.load(session)
     git = session.git
@@ -260,6 +261,9 @@ def done(session: Session) -> dict[str, Any]:
         git.work.drop_prepared(ctx.worktree)
         raise
     passed = note is None and all(r.passed for r in results)
+    if cancelled is not None and cancelled():
+        git.work.drop_prepared(ctx.worktree)
+        return None
     if not passed:   # a passed one's stays: the tick that settles it asks it (`LocalLanes.delivers`)
         git.work.drop_prepared(ctx.worktree)
     attempt = {"at": session.clock(), "tree": tree, "passed": passed, "results": [r.to_json() for r in results],

@@ -426,3 +426,31 @@ def test_ctrl_c_while_the_corrector_runs_sends_no_correction(tmp_path, hermetic)
     assert not report.get("interventions"), report.get("interventions")
     (solo,) = [c for c in report["children"] if c["task_id"] == "solo"]
     assert solo["corrections"] == 0 and solo["correction_due"]   # still due: the next run sends it
+
+
+SLOW_ONCE = ("python3 -c \"import os,pathlib,sys,time; m=os.environ.get('SLOW_MARK'); "
+             "m and not os.path.exists(m) and (pathlib.Path(m).write_text('checking'), time.sleep(30)); "
+             "t=pathlib.Path('src/solo.txt'); sys.exit(0 if t.exists() and t.read_text().startswith('right') else 1)\"")
+
+
+def test_ctrl_c_while_run_checks_a_session_records_no_attempt(tmp_path, hermetic):
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    (root / "README").write_text("run tests\n")
+    write_initiative(root, "drv", [{"id": "solo", "scope": ["src/solo.txt"], "check": SLOW_ONCE}])
+    mark = tmp_path / "check-ran"
+    proc = subprocess.Popen(run_cmd("drv", executor(tmp_path), "--qa-failure-limit", "1"), cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "SLOW_MARK": str(mark)})
+    try:
+        wait_for(mark, "checking")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, out + err
+    assert "done: failed" not in out
+    again = run(root, "drv", executor(tmp_path))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "QA failures" not in again.stdout and "correction sent" not in again.stdout
+    assert table(again.stdout)["solo"][2:4] == ["0", "0"]    # no failed attempt, no correction

@@ -190,13 +190,15 @@ class Sessions:
         if child.correction_due:
             return "waits for a correction"
         try:
-            doc = done(ls)
+            doc = done(ls, cancelled=self.interrupted.is_set)
         except LanesError as exc:
             if exc.code == "correction_due":
                 return "waits for a correction"
             if exc.code == "nothing_to_deliver":
                 return "delivered nothing"
             raise
+        if doc is None:
+            return "interrupted"   # its checks were killed: no attempt recorded
         crash_point("session-done")
         sess.delivered = True
         _log_done(sess.log_path, doc)

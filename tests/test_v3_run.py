@@ -454,3 +454,12 @@ def test_ctrl_c_while_run_checks_a_session_records_no_attempt(tmp_path, hermetic
     assert again.returncode == 0, again.stdout + again.stderr
     assert "QA failures" not in again.stdout and "correction sent" not in again.stdout
     assert table(again.stdout)["solo"][2:4] == ["0", "0"]    # no failed attempt, no correction
+
+
+def test_reaching_the_budget_ends_with_the_summary_and_releases(tmp_path, hermetic):
+    root = make_repo(tmp_path / "repo", ["t1", "t2", "t3"])
+    proc = run(root, "drv", executor(tmp_path), "--max-children", "1", env={"EXEC_SLEEP": "0.8"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == "error: the batch ended budget_stopped: max_children budget exhausted (1)"
+    assert table(proc.stdout)["t1"][:2] == ["released", "1"]
+    assert git(root, "for-each-ref", "refs/heads/imm-lane/").strip() == ""     # spare lanes went too

@@ -113,7 +113,8 @@ class Driver(Provisioning, Correcting):
             # before its `integrated` line (SPEC §13 v3), and its `done` is never raced
             request.only = set(self.tasks) - set(self.sessions.active)
         offered: dict[str, str] = {}
-        if spares and self.spares.lanes:
+        if spares and self.spares.lanes and self.report.get("batch_state", "running") == "running":
+            # a batch that ended (budget, completed) admits nothing: an offer to it is an error
             named = {task for task, _ in request.offers}
             room = max(0, MAX_OFFERS - len(request.offers))
             offered = dict([(t, p) for t, p in self.spares.lanes.items() if t not in named][:room])

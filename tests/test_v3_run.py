@@ -463,3 +463,23 @@ def test_reaching_the_budget_ends_with_the_summary_and_releases(tmp_path, hermet
     assert proc.stderr.strip() == "error: the batch ended budget_stopped: max_children budget exhausted (1)"
     assert table(proc.stdout)["t1"][:2] == ["released", "1"]
     assert git(root, "for-each-ref", "refs/heads/imm-lane/").strip() == ""     # spare lanes went too
+
+
+def test_a_relative_log_dir_is_under_the_git_dir_and_one_in_the_worktree_must_be_ignored(tmp_path, hermetic):
+    root = make_repo(tmp_path / "repo", ["solo"])
+    git(root, "config", "lanes.logDir", "../session-logs")      # relative: from the Git common dir, in the worktree
+    refused = run(root, "drv", executor(tmp_path))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.startswith(f"error: lanes.logDir: {root}/session-logs is inside the worktree {root}")
+    assert git(root, "for-each-ref", "refs/notes/lanes/").strip() == "" and not (root / "session-logs").exists()
+    (root / ".gitignore").write_text("/session-logs/\n")          # an ignored folder in the worktree is fine
+    git(root, "add", ".gitignore")
+    git(root, "commit", "-q", "-m", "ignore the logs")
+    proc = run(root, "drv", executor(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert list((root / "session-logs").rglob("solo-1.log"))
+    other = make_repo(tmp_path / "other", ["solo"])
+    git(other, "config", "lanes.logDir", "lanes-logs")           # under .git: in no worktree
+    proc = run(other, "drv", executor(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert list((other / ".git" / "lanes-logs").rglob("solo-1.log"))

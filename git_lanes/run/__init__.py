@@ -120,16 +120,28 @@ def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver 
 
 
 def log_dir(s: Session, batch_id: str) -> str:
-    """Where the session logs of a batch go: `lanes.logDir` (relative to the worktree top) or the user
-    log folder, then `<repo id>/<batch id>`."""
+    """Where the session logs of a batch go: `log_base`, then `<repo id>/<batch id>`."""
+    return os.path.join(log_base(s), repo_id(s), batch_id)
+
+
+def log_base(s: Session) -> str:
+    """`lanes.logDir` (a relative one from the Git common dir, the same from every worktree) or the user
+    log folder. A folder in the coordinator's worktree that Git does not ignore is a usage error: the
+    logs would make it dirty (`working_tree_unstaged`), and the next tick would refuse."""
     configured = s.git.config_get("lanes.logDir")
-    if configured:
-        base = os.path.join(s.git.toplevel or s.git.cwd, os.path.expanduser(configured))
-    else:
+    if not configured:
         from platformdirs import user_log_dir
 
-        base = user_log_dir("git-lanes", appauthor=False)
-    return os.path.join(os.path.abspath(base), repo_id(s), batch_id)
+        return os.path.abspath(user_log_dir("git-lanes", appauthor=False))
+    base = os.path.abspath(os.path.join(s.git.common_dir, os.path.expanduser(configured)))
+    top = s.git.toplevel
+    real, inside = os.path.realpath(base), (lambda path, folder: os.path.commonpath([path, folder]) == folder)
+    if top and inside(real, os.path.realpath(top)) and not inside(real, os.path.realpath(s.git.common_dir)):
+        probe = os.path.relpath(os.path.join(real, "git-lanes.log"), os.path.realpath(top))
+        if s.git.run("check-ignore", "-q", "--", probe, check=False).returncode != 0:
+            raise usage(f"lanes.logDir: {base} is inside the worktree {top}, and Git does not ignore it: the "
+                        f"session logs would make it dirty; use a folder outside it, or ignore it (.gitignore)")
+    return base
 
 
 def _release_finished(s: Session, slug: str, say: Callable[[str], None]) -> None:
@@ -160,6 +172,7 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
         if words and os.sep not in words[0] and shutil.which(words[0]) is None:
             raise usage(f"{option}: {words[0]}: command not found")
     setup_command(s)   # shell syntax in lanes.setupCommand: a usage error before anything starts
+    log_base(s)        # so is a lanes.logDir that the logs would make dirty
     held = run_lock(s.git, slug)   # one driver per slug (one session per lane): a second run refuses at once
     try:
         return _run(s, slug, executor, corrector, argv, corrector_argv, opts or StartOptions(), confirm, as_json, out)

@@ -483,3 +483,26 @@ def test_a_relative_log_dir_is_under_the_git_dir_and_one_in_the_worktree_must_be
     proc = run(other, "drv", executor(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert list((other / ".git" / "lanes-logs").rglob("solo-1.log"))
+
+
+JUNK = r'''
+import os, pathlib
+task = os.environ["GIT_LANES_TASK"]
+pathlib.Path("src").mkdir(exist_ok=True)
+pathlib.Path("src", task + ".txt").write_text("right " + task + "\n")
+if task == "second":
+    pathlib.Path(os.environ["COORD"], "junk.txt").write_text("a change of the user's\n")
+'''
+
+
+def test_a_tick_refused_inside_run_stops_it_with_the_summary_and_releases(tmp_path, hermetic):
+    root = make_repo(tmp_path / "repo", ["first", "second"], blocked={"second": ["first"]})
+    script = tmp_path / "junk.py"
+    script.write_text(JUNK)
+    proc = run(root, "drv", f"{sys.executable} {script}", env={"COORD": str(root)})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("error: working_tree_unstaged: junk.txt")
+    assert proc.stderr.rstrip().endswith(f"then run again: git lanes run drv --executor '{sys.executable} {script}'")
+    assert "tick again" not in proc.stderr
+    rows = table(proc.stdout)
+    assert rows["first"][0] == "released" and rows["second"][0] == "enrolled"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..checks import split_command
-from ..errors import LanesError, usage
+from ..errors import ExitCode, LanesError, usage
 from ..gitio import BatchBranch
 from ..ids import check_id
 from ..procs import kill_all, stopping
@@ -212,7 +212,7 @@ def _run(s: Session, slug: str, executor: str, corrector: str | None, argv: list
     driver = Driver(s, slug, record, argv, corrector_argv, as_json, out, logs)
     driver.progress.event(f"{how} batch {record.batch_id} (max parallel {record.max_parallel}); executor: {executor}")
     driver.progress.event(f"session logs: {logs}/<task>-<n>.log")
-    _drive(driver)
+    _drive(driver, f"git lanes run {slug} --executor {shlex.quote(executor)}")
     interrupted = driver.interrupted.is_set()
     coord = driver.cs
     coord.forget_worktrees()
@@ -254,23 +254,34 @@ def ending(final: dict[str, Any], facts: dict[str, Any], interrupted: bool, stop
     return result
 
 
-def _drive(driver: Driver) -> None:
+def _refused(exc: LanesError, again: str) -> str:
+    """A refusal (a tick's `working_tree_unstaged`, ...) ends the run as a stop does: what to fix, then `again`."""
+    if exc.exit_code != ExitCode.REFUSED:
+        raise exc
+    text = exc.message
+    text = text[:-len(", then tick again")] if text.endswith(", then tick again") else text + "; fix that"
+    return f"{text}, then run again: {again}"
+
+
+def _drive(driver: Driver, again: str) -> None:
     """The loop, with Ctrl-C (and SIGTERM, SIGHUP) handled: sessions are stopped, spare lanes removed,
-    the batch left as it is."""
+    the batch left as it is. A refusal stops it as a `Stop` does (summary, releases, exit 1)."""
     with stopping(driver.on_sigint):
         try:
             try:
                 driver.drive()
             except Stop as stop:
                 driver.stop_reason = str(stop)
-            except LanesError:
+            except LanesError as exc:
                 if not driver.interrupted.is_set():
-                    raise
+                    driver.stop_reason = _refused(exc, again)
             if not driver.interrupted.is_set() and driver.wait_all():
                 try:  # what the last sessions delivered goes in before the summary
                     driver.tick()
                 except Stop as stop:
                     driver.stop_reason = driver.stop_reason or str(stop)
+                except LanesError as exc:
+                    driver.stop_reason = driver.stop_reason or _refused(exc, again)
             if driver.interrupted.is_set():
                 driver.sessions.wind_down()
                 kill_all()

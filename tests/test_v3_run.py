@@ -454,6 +454,8 @@ def test_ctrl_c_while_run_checks_a_session_records_no_attempt(tmp_path, hermetic
     assert again.returncode == 0, again.stdout + again.stderr
     assert "QA failures" not in again.stdout and "correction sent" not in again.stdout
     assert table(again.stdout)["solo"][2:4] == ["0", "0"]    # no failed attempt, no correction
+    assert "solo: session 2 started" in again.stdout
+    assert table(again.stdout)["solo"][1] == "2"             # the batch's sessions, the first run's too
 
 
 def test_reaching_the_budget_ends_with_the_summary_and_releases(tmp_path, hermetic):

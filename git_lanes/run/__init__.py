@@ -25,6 +25,7 @@ from ..store import run_lock
 from ..tick import status_report
 from ..workspace import repo_id, setup_command
 from .loop import TERMINAL, Driver, Stop
+from .sessions import logged_sessions
 
 
 @dataclass
@@ -101,11 +102,13 @@ def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver 
     mine = snap is not None and snap.record.batch_id == report["batch_id"]
     stored = snap.record.reason if mine else None
     track = driver.track if driver else {}
+    logged = logged_sessions(logs) if logs else {}   # the batch's sessions, earlier runs' too (SPEC §13)
     archived: dict[str, list[str]] = {}
     for a in snap.record.archived_lanes if mine else []:
         if a.record_tip:
             archived.setdefault(a.task_id, []).append(a.record_tip)
-    rows = [(c["task_id"], c["state"], str(track[c["task_id"]].sessions if c["task_id"] in track else 0),
+    rows = [(c["task_id"], c["state"],
+             str(max(logged.get(c["task_id"], 0), track[c["task_id"]].sessions if c["task_id"] in track else 0)),
              str(_failed_attempts(s, slug, report["batch_id"], c["task_id"], archived.get(c["task_id"], []))),
              str(c.get("corrections", 0)), (c.get("commit") or "")[:12])
             for c in report["children"]]
@@ -125,23 +128,26 @@ def log_dir(s: Session, batch_id: str) -> str:
 
 
 def log_base(s: Session) -> str:
-    """`lanes.logDir` (a relative one from the Git common dir, the same from every worktree) or the user
-    log folder. A folder in the coordinator's worktree that Git does not ignore is a usage error: the
-    logs would make it dirty (`working_tree_unstaged`), and the next tick would refuse."""
+    """`lanes.logDir` (a relative one from the Git common dir, the same from every worktree and in none
+    of them) or the user log folder."""
     configured = s.git.config_get("lanes.logDir")
     if not configured:
         from platformdirs import user_log_dir
 
         return os.path.abspath(user_log_dir("git-lanes", appauthor=False))
-    base = os.path.abspath(os.path.join(s.git.common_dir, os.path.expanduser(configured)))
-    top = s.git.toplevel
+    return os.path.abspath(os.path.join(s.git.common_dir, os.path.expanduser(configured)))
+
+
+def check_log_base(s: Session) -> None:
+    """A `lanes.logDir` in the coordinator's worktree that Git does not ignore is a usage error: the logs
+    would make it dirty (`working_tree_unstaged`), and the next tick would refuse."""
+    base, top = log_base(s), s.git.toplevel
     real, inside = os.path.realpath(base), (lambda path, folder: os.path.commonpath([path, folder]) == folder)
     if top and inside(real, os.path.realpath(top)) and not inside(real, os.path.realpath(s.git.common_dir)):
         probe = os.path.relpath(os.path.join(real, "git-lanes.log"), os.path.realpath(top))
         if s.git.run("check-ignore", "-q", "--", probe, check=False).returncode != 0:
             raise usage(f"lanes.logDir: {base} is inside the worktree {top}, and Git does not ignore it: the "
                         f"session logs would make it dirty; use a folder outside it, or ignore it (.gitignore)")
-    return base
 
 
 def _release_finished(s: Session, slug: str, say: Callable[[str], None]) -> None:
@@ -172,7 +178,7 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
         if words and os.sep not in words[0] and shutil.which(words[0]) is None:
             raise usage(f"{option}: {words[0]}: command not found")
     setup_command(s)   # shell syntax in lanes.setupCommand: a usage error before anything starts
-    log_base(s)        # so is a lanes.logDir that the logs would make dirty
+    check_log_base(s)  # so is a lanes.logDir that the logs would make dirty
     held = run_lock(s.git, slug)   # one driver per slug (one session per lane): a second run refuses at once
     try:
         return _run(s, slug, executor, corrector, argv, corrector_argv, opts or StartOptions(), confirm, as_json, out)

@@ -71,6 +71,21 @@ def _log_done(path: str, doc: dict) -> None:
         log.write("\n".join(lines) + "\n")
 
 
+def logged_sessions(log_dir: str) -> dict[str, int]:
+    """The highest session number of each task in a batch's log folder (`<task>-<n>.log`): how many
+    sessions the batch ran for it, earlier runs included."""
+    try:
+        names = os.listdir(log_dir)
+    except OSError:
+        names = []
+    found: dict[str, int] = {}
+    for name in names:
+        task, _, n = name[:-4].rpartition("-")
+        if name.endswith(".log") and task and n.isdigit():
+            found[task] = max(found.get(task, 0), int(n))
+    return found
+
+
 class Sessions:
     def __init__(self, *, slug: str, batch_id: str, argv: list[str], local_vars: tuple[str, ...],
                  log_dir: str) -> None:
@@ -98,14 +113,7 @@ class Sessions:
     def next_n(self, task: str, track: "Track") -> int:
         """The number of the next session of `task` (an earlier run's logs stay: number on from them)."""
         if track.log_base is None:
-            try:
-                names = os.listdir(self.log_dir)
-            except OSError:
-                names = []
-            prefix = task + "-"
-            used = [int(n[len(prefix):-4]) for n in names
-                    if n.startswith(prefix) and n.endswith(".log") and n[len(prefix):-4].isdigit()]
-            track.log_base = max(used, default=0)
+            track.log_base = logged_sessions(self.log_dir).get(task, 0)
         return track.log_base + track.sessions + 1
 
     def begin(self, task: str, lane_path: str, track: "Track") -> Sess:

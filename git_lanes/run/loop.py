@@ -87,6 +87,7 @@ class Driver(Provisioning, Correcting):
         self.report: dict[str, Any] = {}
         self.prev: dict[str, dict[str, Any]] = {}
         self.stop_reason: str | None = None
+        self.restored = {(r.at, r.backup) for r in record.restores}   # leak restores already reported
         self.tasks = [c.task_id for c in record.children]
         self.verifier: threading.Thread | None = None
         self.verifier_session: Session | None = None   # one verifier at a time: they share it in turn
@@ -163,6 +164,8 @@ class Driver(Provisioning, Correcting):
             state = c["state"]
             if _RANK.get(state, 0) < _RANK.get(before.get("state"), 0):
                 continue   # a report taken before one already noted (the verifier's, read by the main thread late)
+            if c.get("qa_failures", 0) > before.get("qa_failures", 0):   # before the park it may have caused
+                self.progress.event(f"{task}: QA failures {c['qa_failures']}")
             if state != before.get("state") and before:
                 if state in ("integrated", "released") and before.get("state") not in ("integrated", "released"):
                     self.track_of(task).finished = time.monotonic()
@@ -176,11 +179,15 @@ class Driver(Provisioning, Correcting):
                         self.progress.event(f"{task}:   {failure_line(r, telling=True)}")
                 elif state == "skipped_blocked":
                     self.progress.event(f"{task}: skipped ({c['reason']})")
-            if c.get("qa_failures", 0) > before.get("qa_failures", 0):
-                self.progress.event(f"{task}: QA failures {c['qa_failures']}")
             if c.get("correction_due") and not before.get("correction_due"):
                 self.progress.event(f"{task}: correction due ({c['correction_due']})")
             self.prev[task] = c
+        for r in report.get("restores", []):   # the record's whole list: those of this run are new
+            if (r["at"], r["backup"]) not in self.restored:
+                self.restored.add((r["at"], r["backup"]))
+                tasks = ", ".join(sorted({p["lane_task_id"] for p in r["paths"]}))
+                self.progress.event(f"restored {len(r['paths'])} leaked path(s) (lane writes of {tasks}) in the "
+                                    f"coordinator to HEAD; backup: {r['backup']}")
         for r in report.get("lane_refusals", []):
             if r["task_id"] not in quiet:
                 self.progress.event(f"{r['task_id']}: lane refused: {r['reason']}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -102,8 +103,12 @@ def test_a_failure_and_its_correction_as_a_user_sees_them(tmp_path, hermetic):
 
 def test_needs_human_releases_the_integrated_lanes_and_names_the_commands(tmp_path, hermetic):
     root = make_repo(tmp_path / "repo", ["ok", "stuck", "after"], blocked={"after": ["stuck"]})
-    proc = run(root, "drv", executor(tmp_path), "--max-parallel", "2", env={"EXEC_GIVE_UP": "stuck"})
+    proc = run(root, "drv", executor(tmp_path), "--max-parallel", "2", "--corrector", "cat",
+               env={"EXEC_GIVE_UP": "stuck"})
     assert proc.returncode == 1
+    # the command that continues it is the one that ran it, its corrector too
+    assert f"then continue with: git lanes run drv --executor {shlex.quote(executor(tmp_path))} --corrector cat" \
+        in proc.stdout
     assert "error: batch_needs_human: " in proc.stderr
     report = status(root, "drv")
     states = {c["task_id"]: c["state"] for c in report["children"]}
@@ -450,8 +455,11 @@ def test_ctrl_c_while_run_checks_a_session_records_no_attempt(tmp_path, hermetic
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, out + err
     assert "done: failed" not in out
-    again = run(root, "drv", executor(tmp_path))
+    again = run(root, "drv", executor(tmp_path), "--max-children", "3", "--final-check", "true")
     assert again.returncode == 0, again.stdout + again.stderr
+    assert re.search(r"warning: batch \S+ runs with --max-children 1 \(fixed when it started\); --max-children 3 "
+                     r"does not apply", again.stderr), again.stderr
+    assert "runs with --final-check none (fixed when it started); --final-check true does not apply" in again.stderr
     assert "QA failures" not in again.stdout and "correction sent" not in again.stdout
     assert table(again.stdout)["solo"][2:4] == ["0", "0"]    # no failed attempt, no correction
     assert "solo: session 2 started" in again.stdout
@@ -508,3 +516,23 @@ def test_a_tick_refused_inside_run_stops_it_with_the_summary_and_releases(tmp_pa
     assert "tick again" not in proc.stderr
     rows = table(proc.stdout)
     assert rows["first"][0] == "released" and rows["second"][0] == "enrolled"
+
+
+def test_progress_says_the_qa_failure_before_the_park_it_caused_and_each_leak_restore_once():
+    from git_lanes.run.loop import Driver
+    from git_lanes.run.progress import Progress
+
+    lines: list[str] = []
+    driver = Driver.__new__(Driver)
+    driver.prev, driver.track, driver.restored = {}, {}, {("old", "/b/0")}
+    driver.progress = Progress(lines.append, tty=False, quiet_stdout=False)
+    child = {"task_id": "t1", "state": "enrolled", "qa_failures": 0}
+    restores = [{"at": "old", "backup": "/b/0", "paths": []},
+                {"at": "new", "backup": "/b/1", "paths": [{"path": "a", "kind": "untracked", "lane_task_id": "t1"},
+                                                           {"path": "b", "kind": "modified", "lane_task_id": "t2"}]}]
+    driver.note({"batch_state": "running", "children": [child]})
+    driver.note({"batch_state": "needs_human", "restores": restores, "children": [
+        {**child, "state": "needs_human", "qa_failures": 3, "reason": "batch_qa_failure_limit: 3 failed attempts"}]})
+    driver.note({"batch_state": "needs_human", "restores": restores, "children": []})
+    assert lines == ["t1: QA failures 3", "t1: parked: batch_qa_failure_limit: 3 failed attempts",
+                     "restored 2 leaked path(s) (lane writes of t1, t2) in the coordinator to HEAD; backup: /b/1"]

@@ -150,6 +150,11 @@ def check_log_base(s: Session) -> None:
                         f"session logs would make it dirty; use a folder outside it, or ignore it (.gitignore)")
 
 
+def _shown(value: Any) -> str:
+    """An option's value as typed: a list (of final checks) as shell words, `none` when empty."""
+    return (" ".join(shlex.quote(v) for v in value) or "none") if isinstance(value, list) else str(value)
+
+
 def _release_finished(s: Session, slug: str, say: Callable[[str], None]) -> None:
     """The integrated lanes a batch that ended outside `run` still has (e.g. by `resume`'s tick) go: before a
     new batch starts (they would be stale_lanes), and when `run` leaves a needs_human batch alone."""
@@ -191,6 +196,8 @@ def _run(s: Session, slug: str, executor: str, corrector: str | None, argv: list
          out: Callable[[str], None]) -> RunResult:
     from ..start import start
 
+    again = f"git lanes run {slug} --executor {shlex.quote(executor)}" \
+        + (f" --corrector {shlex.quote(corrector)}" if corrector is not None else "")
     snap = s.batches.read(slug)
     if snap is None or snap.record.terminal:
         if snap is not None:
@@ -206,19 +213,20 @@ def _run(s: Session, slug: str, executor: str, corrector: str | None, argv: list
             return RunResult(report, 1, f"batch_needs_human: batch {record.batch_id} needs a human decision "
                                         f"({record.reason}); run never resumes it: see the commands above, "
                                         f"then run again",
-                             summary_facts(s, slug, report, None, log_dir(s, record.batch_id),
-                                          shlex.quote(executor)))
+                             summary_facts(s, slug, report, None, log_dir(s, record.batch_id), again=again))
         given = {"--max-parallel": (opts.max_parallel, record.max_parallel, 1),
-                 "--qa-failure-limit": (opts.qa_failure_limit, record.budget.qa_failure_limit, 2)}
+                 "--qa-failure-limit": (opts.qa_failure_limit, record.budget.qa_failure_limit, 2),
+                 "--max-children": (opts.max_children, record.budget.max_children, None),
+                 "--final-check": (opts.final_checks, record.final_checks, None)}
         for option, (value, recorded, default) in given.items():
             if value != default and value != recorded:
-                s.warn(f"batch {record.batch_id} runs with {option} {recorded} (fixed when it started); "
-                       f"{option} {value} does not apply")
+                s.warn(f"batch {record.batch_id} runs with {option} {_shown(recorded)} (fixed when it started); "
+                       f"{option} {_shown(value)} does not apply")
     logs = log_dir(s, record.batch_id)
     driver = Driver(s, slug, record, argv, corrector_argv, as_json, out, logs)
     driver.progress.event(f"{how} batch {record.batch_id} (max parallel {record.max_parallel}); executor: {executor}")
     driver.progress.event(f"session logs: {logs}/<task>-<n>.log")
-    _drive(driver, f"git lanes run {slug} --executor {shlex.quote(executor)}")
+    _drive(driver, again)
     interrupted = driver.interrupted.is_set()
     coord = driver.cs
     coord.forget_worktrees()
@@ -227,8 +235,8 @@ def _run(s: Session, slug: str, executor: str, corrector: str | None, argv: list
     final = driver.report if ended and not interrupted and not driver.removed else status_report(coord, slug)
     drop_scratch(coord, final, driver.progress.event)
     driver.progress.close()
-    return ending(final, summary_facts(coord, slug, final, driver, logs, shlex.quote(executor)), interrupted,
-                  driver.stop_reason, f"git lanes run {slug} --executor {shlex.quote(executor)}")
+    return ending(final, summary_facts(coord, slug, final, driver, logs, again=again), interrupted,
+                  driver.stop_reason, again)
 
 
 def drop_scratch(coord: Session, final: dict[str, Any], event: Callable[[str], None]) -> None:

@@ -536,3 +536,31 @@ def test_progress_says_the_qa_failure_before_the_park_it_caused_and_each_leak_re
     driver.note({"batch_state": "needs_human", "restores": restores, "children": []})
     assert lines == ["t1: QA failures 3", "t1: parked: batch_qa_failure_limit: 3 failed attempts",
                      "restored 2 leaked path(s) (lane writes of t1, t2) in the coordinator to HEAD; backup: /b/1"]
+
+
+def test_a_run_killed_outright_leaves_its_executors_working_and_the_next_run_waits_for_them(tmp_path):
+    """SIGKILL reaches only `run`: its executors (process groups of their own) go on. The next run must
+    not start a second session beside one of them (SPEC §13: one session per lane); it waits for it to
+    end, then takes what it delivered."""
+    root = make_repo(tmp_path / "repo", ["t0", "t1"])
+    exe = executor(tmp_path)
+    trace = tmp_path / "trace.txt"
+    first = subprocess.Popen(run_cmd("drv", exe, "--max-parallel", "2"), cwd=root, text=True,
+                             env={**os.environ, "EXEC_SLEEP": "4", "EXEC_TRACE": str(trace)},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not trace.exists() or trace.read_text().count("start") < 2):
+        time.sleep(0.05)
+    assert trace.read_text().count("start") == 2
+    first.kill()
+    first.wait()
+    assert len(running(str(tmp_path / "executor.py"))) == 2   # the orphans work on
+    again = run(root, "drv", exe, "--max-parallel", "2", env={"EXEC_SLEEP": "0.1", "EXEC_TRACE": str(trace)})
+    assert again.returncode == 0, again.stdout + again.stderr
+    words = [line.split()[:2] for line in trace.read_text().splitlines()]
+    for task in ("t0", "t1"):   # never two sessions at once in one lane
+        mine = [w for w, t in words if t == task]
+        assert mine[:2] == ["start", "end"], words
+    assert "the session a killed run left ended" in again.stderr + again.stdout
+    report = status(root, "drv")
+    assert report["batch_state"] == "completed" and all(c["state"] == "released" for c in report["children"])

@@ -333,7 +333,8 @@ class Driver(Provisioning, Correcting):
         tr = self.track_of(sess.task_id)
         took = (sess.ended or time.monotonic()) - sess.started
         code = "" if sess.exit_code is None else f"exit code {sess.exit_code}, "
-        self.progress.event(f"{sess.task_id}: session {sess.n} ended ({code}{took:.1f} s): {sess.outcome}")
+        which = "the session a killed run left" if sess.earlier else f"session {sess.n}"
+        self.progress.event(f"{sess.task_id}: {which} ended ({code}{took:.1f} s): {sess.outcome}")
         if sess.outcome.startswith("error"):
             tr.errors += 1
             if tr.errors >= 2:

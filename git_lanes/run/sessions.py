@@ -20,6 +20,7 @@ from ..checks import child_env, failure_line, status_text
 from ..crash import crash_point
 from ..errors import LanesError
 from ..procs import Group
+from .occupancy import Busy, Occupancy
 from ..session import Session
 from ..snapshot import still_delivers
 from .prompts import build_prompt, failing_checks
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 POLL = 0.05            # seconds between looks at the session queue when there is nothing else to do
 TERM_GRACE = 2.0       # seconds a session gets between SIGTERM and SIGKILL on Ctrl-C
+WAIT_EARLIER = 0.25    # seconds between looks at a lane an earlier run's session still works in
 QUIET = 0.3            # seconds without an expected session end that a chore may take
 _KEEP = ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
 
@@ -46,6 +48,7 @@ class Sess:
     ended: float | None = None
     outcome: str = ""          # what happened once it ended (shown, and used to decide what next)
     delivered: bool = False    # an attempt (or a give-up) exists that this session or its `done` made
+    earlier: bool = False      # it waited out the executor a killed run left in the lane, and ran none
     thread: threading.Thread | None = None
 
 
@@ -134,6 +137,7 @@ class Sessions:
 
     def _main(self, sess: Sess) -> None:
         """Thread: prompt, executor, wait, then `done` unless the executor delivered itself."""
+        occ = None
         try:
             from ..laneside import task_info
 
@@ -147,31 +151,62 @@ class Sessions:
             env["GIT_LANES_PROMPT"] = build_prompt(info, failing_checks(lrec))
             os.makedirs(self.log_dir, exist_ok=True)
             with open(sess.log_path, "ab") as log:
+                occ, earlier = self._occupy(ls.git.work.admin_dir(sess.lane_path), log)
+                if occ is None and earlier:
+                    sess.outcome = "interrupted"
+                    return
                 with self.lock:
                     if self.interrupted.is_set():
                         sess.outcome = "interrupted"
                         return
                     try:
-                        sess.group = Group(self.argv, cwd=sess.lane_path, env=env, stdout=log)
+                        if not earlier:   # the executor inherits the lane's session lock (`occupancy`)
+                            sess.group = Group(self.argv, cwd=sess.lane_path, env=env, stdout=log,
+                                               pass_fds=(occ.fd,) if occ else ())
                     except OSError as exc:
                         log.write(f"git-lanes: cannot run the executor: {exc}\n".encode())
                         sess.outcome = f"error: cannot run the executor: {exc.strerror or exc}"
                         return
-            sess.group.wait_exited()
-            with self.lock:
-                sess.exit_code = sess.group.reap()   # whatever the executor left running in its group goes
-                sess.reaped = True
+            if sess.group is not None:
+                if occ is not None:
+                    occ.name(sess.group.pid)
+                sess.group.wait_exited()
+                with self.lock:
+                    sess.exit_code = sess.group.reap()   # whatever the executor left running in its group goes
+                    sess.reaped = True
             if self.interrupted.is_set():
                 sess.outcome = "interrupted"
                 return
             ls.forget_worktrees()   # what the executor may have changed
             sess.outcome = self._after_exit(ls, sess, before, bool(info["unread"]))
+            sess.earlier = earlier
         except Exception as exc:  # reported by the main thread; the record is untouched or consistent
             sess.outcome = "interrupted" if self.interrupted.is_set() else f"error: {type(exc).__name__}: {exc}"
         finally:
+            if occ is not None:
+                occ.release()   # an executor still running keeps its own hold
             if sess.ended is None:
                 sess.ended = time.monotonic()
             self.ended.put(sess)
+
+    def _occupy(self, admin: str | None, log) -> tuple[Occupancy | None, bool]:
+        """(the lane's session lock, whether an earlier run's session held it). A session a killed run
+        left still working in the lane (its executor holds the lock) is waited for instead of starting a
+        second executor beside it (SPEC §13); None with True: interrupted while waiting."""
+        if admin is None:
+            return None, False
+        try:
+            return Occupancy.take(admin), False
+        except Busy as busy:
+            log.write(f"git-lanes: a session an earlier run started (process group {busy.group}) still works "
+                      "in this lane; waiting for it to end\n".encode())
+            log.flush()
+        while not self.interrupted.wait(WAIT_EARLIER):
+            try:
+                return Occupancy.take(admin), True
+            except Busy:
+                continue
+        return None, True
 
     def _after_exit(self, ls: Session, sess: Sess, before: tuple[int, bool], had_unread: bool) -> str:
         from ..laneside import done, inbox

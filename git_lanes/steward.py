@@ -8,10 +8,11 @@ from typing import Any
 
 from . import lifecycle
 from .errors import LanesError, refused, usage
-from .gitio import branch_ref
+from .gitio import branch_ref, quote_path
 from .ids import check_id
 from .lanehost import LocalLanes
 from .model import ArchivedLane
+from .reasons import meaning
 from .session import Session, lane_branch
 from .store import slug_lock
 from .tick import Outcome, Request, run_tick, status_report
@@ -56,11 +57,21 @@ def provision(s: Session, slug: str, task_id: str, path: str | None) -> Outcome:
         why = next((r["reason"] for r in outcome.report.get("lane_refusals", []) if r["task_id"] == task_id),
                    "batch_lane_unknown_child: the tick did not admit the lane")
         code, _, detail = why.partition(": ")
-        return Outcome(outcome.report, 1, refused(code, f"{detail} (the lane was removed)"))
+        if code == "batch_lane_dirty" and not detail:
+            detail = setup_leftovers(s, target)
+        return Outcome(outcome.report, 1, refused(code, f"{detail or meaning(code) or code} (the lane was removed)"))
     finally:
         if not admitted:   # a refused provision leaves nothing behind (it holds only copies and setup)
             remove_lane(s, target, lane_branch(slug, task_id), force=True)
             remove_if_empty(made)
+
+
+def setup_leftovers(s: Session, lane: str) -> str:
+    """Why a lane nothing has worked in yet is dirty: what `lanes.copy` or `lanes.setupCommand` left."""
+    changed = [e.path for e in s.git.work.status(lane)]
+    return ("lanes.copy or lanes.setupCommand left changes Git does not ignore: "
+            + ", ".join(quote_path(p) for p in changed[:5]) + (" …" if len(changed) > 5 else "")
+            + "; ignore them (.gitignore) or make the setup leave none")
 
 
 def release_handoff(s: Session, handoff: dict[str, Any], keep_branch: bool = False, *, slug: str) -> None:

@@ -206,6 +206,21 @@ def test_a_failing_setup_fails_the_provision_and_leaves_nothing(repo, tmp_path, 
     assert record(repo, "demo")["batch_state"] == "running"
 
 
+def test_a_setup_that_leaves_changes_names_them_and_leaves_nothing(repo, hermetic):
+    """A lane must be clean to be admitted (SPEC §6.1): what the setup left that Git does not ignore is
+    named, with the way out, and the lane goes (it held nothing but setup)."""
+    write_plan(repo, "demo", {"a": intent("a")})
+    start(repo, "demo")
+    git(repo, "config", "lanes.setupCommand", "touch setup.stamp")
+    proc = human(repo, "provision", "a")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == ("error: batch_lane_dirty: lanes.copy or lanes.setupCommand left changes Git "
+                                   "does not ignore: setup.stamp; ignore them (.gitignore) or make the setup "
+                                   "leave none (the lane was removed)")
+    assert "imm-lane/demo/a" not in git(repo, "branch", "--list", "imm-lane/*")
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
 # -- 7. release says what it removed; no empty folder stays -----------------------------------------------------
 
 def test_release_prints_what_it_removed_and_leaves_no_empty_folder(repo, hermetic):

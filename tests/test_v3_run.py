@@ -219,6 +219,21 @@ def test_a_setup_that_fails_three_times_stops_the_run_and_the_child_stays_pendin
     assert again.returncode == 0, again.stdout + again.stderr
 
 
+def test_a_setup_that_leaves_changes_says_which_and_leaves_nothing_for_the_next_run(tmp_path):
+    """A setup that leaves a file Git does not ignore makes every lane dirty: run names it and stops; the
+    lanes it made go (spare ones too), so the next run does not meet a leftover lane branch."""
+    root = make_repo(tmp_path / "repo", ["t0", "t1"])
+    git(root, "config", "lanes.setupCommand", "touch setup.stamp")
+    for _ in range(2):
+        proc = run(root, "drv", executor(tmp_path), "--max-parallel", "2")
+        assert proc.returncode == 1
+        assert "refused: batch_lane_dirty: lanes.copy or lanes.setupCommand left changes Git does not ignore: " \
+               "setup.stamp" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+        assert "batch_lane_branch_exists" not in proc.stdout + proc.stderr
+        assert git(root, "for-each-ref", "refs/heads/imm-lane/").strip() == ""
+        assert git(root, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
 def test_a_restarted_lane_is_released_without_loss_and_provisioned_afresh(tmp_path):
     root, trace = setup_repo(tmp_path, ["stuck"])
     env = {"SETUP_TRACE": str(trace)}

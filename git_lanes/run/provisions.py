@@ -98,7 +98,12 @@ class Provisioning:
             elif refusals.get(task) == "batch_lane_unknown_child":
                 self.spares.keep(task, path)      # its slot went to another child meanwhile: keep it
             else:                                  # refused: never admitted, so it holds no work
-                self.progress.event(f"{task}: lane {path} refused: {refusals.get(task, 'not admitted')}")
+                why = refusals.get(task, "not admitted")
+                if why == "batch_lane_dirty":
+                    from ..steward import setup_leftovers
+
+                    why += ": " + setup_leftovers(s, path)
+                self.progress.event(f"{task}: lane {path} refused: {why}")
                 self.track_of(task).provision_failures += 1
                 self.spares.keep(task, path)
                 self.spares.drop(task)

@@ -88,7 +88,8 @@ class Spares:
         if path is None:
             return
         try:
-            remove_lane(self.coordinator(), path, LaneBranch(self.slug, task).name)
+            # never admitted, it holds only copies and setup (whatever they left, e.g. a stamp file)
+            remove_lane(self.coordinator(), path, LaneBranch(self.slug, task).name, force=True)
         except LanesError as exc:
             self.event(f"{task}: could not remove the spare lane {path}: {exc.message}")
 

@@ -181,7 +181,8 @@ class Sessions:
             sess.outcome = self._after_exit(ls, sess, before, bool(info["unread"]))
             sess.earlier = earlier
         except Exception as exc:  # reported by the main thread; the record is untouched or consistent
-            sess.outcome = "interrupted" if self.interrupted.is_set() else f"error: {type(exc).__name__}: {exc}"
+            what = exc.message if isinstance(exc, LanesError) else f"{type(exc).__name__}: {exc}"
+            sess.outcome = "interrupted" if self.interrupted.is_set() else f"error: {what}"
         finally:
             if occ is not None:
                 occ.release()   # an executor still running keeps its own hold

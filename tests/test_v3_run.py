@@ -317,21 +317,28 @@ def running(word: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-def test_sigterm_or_a_closed_terminal_stops_the_sessions_as_ctrl_c_does(tmp_path, sig):
-    """The executors run in process groups of their own, beyond a terminal's signals: a `kill` of `run`
-    or its terminal closing must stop them as Ctrl-C does, else they go on working lanes nobody lands,
-    beside the sessions of the next run."""
+def two_sessions_running(tmp_path: Path, sleep: float) -> tuple[Path, str, Path, subprocess.Popen]:
+    """`run` on t0 and t1 at --max-parallel 2, once both executors (sleeping `sleep` s) started:
+    (repo, executor, trace, the run)."""
     root = make_repo(tmp_path / "repo", ["t0", "t1"])
     exe = executor(tmp_path)
     trace = tmp_path / "trace.txt"
     proc = subprocess.Popen(run_cmd("drv", exe, "--max-parallel", "2"), cwd=root, text=True,
-                            env={**os.environ, "EXEC_SLEEP": "30", "EXEC_TRACE": str(trace)},
+                            env={**os.environ, "EXEC_SLEEP": str(sleep), "EXEC_TRACE": str(trace)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (not trace.exists() or trace.read_text().count("start") < 2):
         time.sleep(0.05)
     assert proc.poll() is None and trace.read_text().count("start") == 2
+    return root, exe, trace, proc
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_a_closed_terminal_stops_the_sessions_as_ctrl_c_does(tmp_path, sig):
+    """The executors run in process groups of their own, beyond a terminal's signals: a `kill` of `run`
+    or its terminal closing must stop them as Ctrl-C does, else they go on working lanes nobody lands,
+    beside the sessions of the next run."""
+    root, exe, trace, proc = two_sessions_running(tmp_path, sleep=30)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 1
@@ -557,16 +564,7 @@ def test_a_run_killed_outright_leaves_its_executors_working_and_the_next_run_wai
     """SIGKILL reaches only `run`: its executors (process groups of their own) go on. The next run must
     not start a second session beside one of them (SPEC §13: one session per lane); it waits for it to
     end, then takes what it delivered."""
-    root = make_repo(tmp_path / "repo", ["t0", "t1"])
-    exe = executor(tmp_path)
-    trace = tmp_path / "trace.txt"
-    first = subprocess.Popen(run_cmd("drv", exe, "--max-parallel", "2"), cwd=root, text=True,
-                             env={**os.environ, "EXEC_SLEEP": "4", "EXEC_TRACE": str(trace)},
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and (not trace.exists() or trace.read_text().count("start") < 2):
-        time.sleep(0.05)
-    assert trace.read_text().count("start") == 2
+    root, exe, trace, first = two_sessions_running(tmp_path, sleep=4)
     first.kill()
     first.wait()
     assert len(running(str(tmp_path / "executor.py"))) == 2   # the orphans work on

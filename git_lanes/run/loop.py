@@ -327,8 +327,6 @@ class Driver(Provisioning, Correcting):
         self.prepare_scratch()   # once: while the first session works (and the other lanes are made)
 
     def after_session(self, sess: Sess) -> None:
-        from ..laneside import give_up
-
         self.sessions.finished(sess)
         tr = self.track_of(sess.task_id)
         took = (sess.ended or time.monotonic()) - sess.started
@@ -346,27 +344,26 @@ class Driver(Provisioning, Correcting):
             return
         tr.empty += 1
         if tr.empty >= EMPTY_SESSIONS:
-            text = (f"{tr.empty} executor sessions in a row ended without a delivery "
-                    f"(last: exit code {sess.exit_code}; log {sess.log_path})")
-            try:
-                give_up(self.sessions.lane_session(sess.lane_path), text[:4000])
-            except LanesError as exc:
-                raise Stop(f"{sess.task_id}: its sessions deliver nothing and giving up failed: {exc.message}")
-            self.progress.event(f"{sess.task_id}: gave up: {text}")
+            self.give_lane_up(sess, f"{tr.empty} executor sessions in a row ended without a delivery "
+                                    f"(last: exit code {sess.exit_code}; log {sess.log_path})", "deliver nothing")
+
+    def give_lane_up(self, sess: Sess, text: str, failing: str) -> None:
+        """`done --give-up` for the lane of sessions that `failing`: a person decides what next."""
+        from ..laneside import give_up
+
+        try:
+            give_up(self.sessions.lane_session(sess.lane_path), text[:4000])
+        except LanesError as exc:
+            raise Stop(f"{sess.task_id}: its sessions {failing} and giving up failed: {exc.message}")
+        self.progress.event(f"{sess.task_id}: gave up: {text}")
 
     def stop_lane(self, sess: Sess, report: dict[str, Any]) -> dict[str, Any]:
         """Give up the lane of sessions that make no progress (the record would have the driver start
         them forever): its child is parked for a person, whom the text tells what happened."""
-        from ..laneside import give_up
-
         tr = self.track_of(sess.task_id)
-        text = (f"{tr.idle} executor sessions in a row left the lane asking for the same work again (no new "
-                f"attempt counted, nothing settled; last: {sess.outcome}; log {sess.log_path})")
-        try:
-            give_up(self.sessions.lane_session(sess.lane_path), text[:4000])
-        except LanesError as exc:
-            raise Stop(f"{sess.task_id}: its sessions make no progress and giving up failed: {exc.message}")
-        self.progress.event(f"{sess.task_id}: gave up: {text}")
+        self.give_lane_up(sess, f"{tr.idle} executor sessions in a row left the lane asking for the same work "
+                                f"again (no new attempt counted, nothing settled; last: {sess.outcome}; log "
+                                f"{sess.log_path})", "make no progress")
         tr.idle = 0
         return self.tick(Request(actor="run", only={sess.task_id}), spares=True)
 

@@ -20,9 +20,9 @@ from ..checks import child_env, failure_line, status_text
 from ..crash import crash_point
 from ..errors import LanesError
 from ..procs import Group
-from .occupancy import Busy, Occupancy
 from ..session import Session
 from ..snapshot import still_delivers
+from .occupancy import Busy, Occupancy
 from .prompts import build_prompt, failing_checks
 
 if TYPE_CHECKING:

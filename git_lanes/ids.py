@@ -62,9 +62,15 @@ def path_problem(entry: str, shown: str | None = None) -> str | None:
     return None
 
 
+def has_control(text: str) -> bool:
+    """Whether `text` holds a C0 control character (a newline, a tab, ...) or DEL: Git's line-based
+    answers about a path, and every line printed, would break on it."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+
+
 def scope_entry_problem(entry: str) -> str | None:
     """Why `entry` is not a valid scope entry, or None. Judged as it is used: trimmed (SPEC §3)."""
-    if any(ord(c) < 32 or ord(c) == 127 for c in entry):
+    if has_control(entry):
         return f"{entry!r} must not contain a control character"
     for char in SCOPE_FORBIDDEN:
         if char in entry:

@@ -32,6 +32,7 @@ from .decisions.admission import LaneFacts
 from .decisions.claims import claim_is_live
 from .errors import LanesError
 from .gitio import LaneBranch, branch_ref, quote_path
+from .ids import has_control
 from .session import Session
 from .store import CorruptRecord
 
@@ -107,7 +108,7 @@ def _recordable(path: str) -> bool:
         path.encode("utf-8")
     except UnicodeEncodeError:
         return False
-    return not any(ord(c) < 32 or ord(c) == 127 for c in path)
+    return not has_control(path)
 
 
 class LocalLanes:

@@ -232,15 +232,20 @@ STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 def stopping(handler: Callable[[int, Any], None]) -> Iterator[None]:
     """`handler` for Ctrl-C, SIGTERM and SIGHUP while a loop (`run`, `work`) runs, in the main thread:
     its sessions run in process groups of their own, so a `kill` or a closed terminal must stop them
-    as Ctrl-C does; else they go on working lanes nobody will land, beside the next run's sessions."""
+    as Ctrl-C does; else they go on working lanes nobody will land, beside the next run's sessions.
+    After SIGHUP, what is still to print goes nowhere (`hung_up`)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    def stop(signum: int, frame: Any) -> None:
+        hung_up(signum)
+        handler(signum, frame)
+
     previous = {}
     for name in STOP_SIGNALS:
         number = getattr(signal, name, None)
         if number is not None:
-            previous[number] = signal.signal(number, handler)
+            previous[number] = signal.signal(number, stop)
     try:
         yield
     finally:

@@ -127,15 +127,8 @@ class Session:
         listed = self.worktrees() if path else []
         if not listed or listed[0].bare:
             return None
-        try:
-            with open(os.path.join(path, ".git"), encoding="utf-8") as fh:
-                first = fh.readline().strip()
-        except (OSError, UnicodeDecodeError):
-            return None
-        if not first.startswith("gitdir: "):
-            return None
-        named = os.path.join(path, first[len("gitdir: "):])
-        if os.path.realpath(named) != os.path.realpath(listed[0].path):
+        named = self.git.work.admin_dir(path)   # what its `.git` names (itself, for a `.git` folder)
+        if named is None or os.path.realpath(named) != os.path.realpath(listed[0].path):
             return None
         return listed[0]._replace(path=os.path.realpath(path))
 

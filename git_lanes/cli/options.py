@@ -51,7 +51,9 @@ class _NonEmptyPath(click.Path):
     def convert(self, value, param, ctx):
         if isinstance(value, str) and not value:
             self.fail("must not be empty", param, ctx)
-        if isinstance(value, str) and any(ord(c) < 32 or ord(c) == 127 for c in value):
+        from ..ids import has_control
+
+        if isinstance(value, str) and has_control(value):
             self.fail("must not contain a control character (a newline, a tab, ...)", param, ctx)
         return super().convert(value, param, ctx)
 

@@ -34,7 +34,7 @@ from ..errors import LanesError, usage
 from ..lanehost import live_claim, remote_timeout
 from ..laneside import give_up, heartbeat
 from ..model import TERMINAL
-from ..procs import CtrlC, hung_up, stopping
+from ..procs import CtrlC, stopping
 from ..run import RunResult, executor_steps, summary_facts
 from ..run.progress import Progress, Track, child_rows
 from ..run.sessions import Sessions
@@ -383,7 +383,6 @@ class Worker:
         self.event(f"{sess.task_id}: gave up: {text}")
 
     def on_sigint(self, signum, frame) -> None:
-        hung_up(signum)
         if not self.ctrl_c.first():
             return
         self.interrupted.set()

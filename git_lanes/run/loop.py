@@ -20,11 +20,11 @@ from typing import Any, Callable
 from ..checks import failure_line
 from ..decisions.admission import MAX_OFFERS
 from ..errors import LanesError
-from ..procs import CtrlC, hung_up, kill_all
+from ..procs import CtrlC, kill_all
 from ..session import Session
 from ..tick import Pending, Request, tick, verify
-from .progress import Progress, Track, child_rows
 from .corrections import Correcting
+from .progress import Progress, Track, child_rows
 from .provisions import PROVISION_TRIES, Provisioning, Stop
 from .sessions import Sess, Sessions
 from .spares import Spares
@@ -427,7 +427,6 @@ class Driver(Provisioning, Correcting):
             self.progress.event(f"could not release the integrated lanes: {exc.message}")
 
     def on_sigint(self, signum, frame) -> None:
-        hung_up(signum)
         if not self.ctrl_c.first():
             return
         self.interrupted.set()

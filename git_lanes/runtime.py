@@ -20,7 +20,7 @@ from .model import contracts_manifest
 RUN_TIMEOUT = 60.0
 _SOURCES = ("contracts.py", "model.py")   # where the names live (in `model.py` before `contracts.py`)
 _NAMES = {"BATCH_RECORD": "batch_record", "LANE_RECORD": "lane_record", "BATCH_REPORT": "batch_report",
-          "STORE_LAYOUT": "store_layout", "CONTRACTS": "contract"}
+          "STORE_LAYOUT": "store_layout", "CONTRACTS": "contract", "RECEIPT": "receipt"}
 
 
 class _Unreadable(Exception):

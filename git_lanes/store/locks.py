@@ -7,6 +7,7 @@
   whole run and never waited for: a second one refuses at once (it holds the driver's pid).
 - `<slug>/<task>.lane`: every writer of one lane record (the commands run in that lane).
 - `evidence`: every writer of `refs/notes/lanes/evidence`, which all slugs share.
+- `receipts`: every writer of this clone's `refs/notes/lanes/receipts/<clone id>` (taken last).
 
 A lock is waited for up to `lanes.lockTimeout` seconds (default 30), then `batch_busy`. The
 names in a lock path are validated ids, so a lock file is never created outside the repository.
@@ -214,6 +215,18 @@ def evidence_lock(git: "Git", timeout: float | None = None,
     with flock(os.path.join(lock_dir(git), "evidence"), wait,
                f"another git-lanes command holds the evidence lock (waited {wait:g} s)"):
         _remove_ref_lock(git, "refs/notes/lanes/evidence", warn or git.warn)
+        yield
+
+
+@contextmanager
+def receipts_lock(git: "Git", ref: str, timeout: float | None = None,
+                  warn: Callable[[str], None] | None = None) -> Iterator[None]:
+    """`receipts` (SPEC §8.7 v4): every writer of a clone's receipts ref, a lane's `done` beside the
+    coordinator's ticks; always taken last, after any other lock."""
+    wait = _timeout(git, timeout)
+    with flock(os.path.join(lock_dir(git), "receipts"), wait,
+               f"another git-lanes command holds the receipts lock (waited {wait:g} s)"):
+        _remove_ref_lock(git, ref, warn or git.warn)
         yield
 
 

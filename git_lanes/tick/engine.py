@@ -136,6 +136,12 @@ def rerun_items(intents: list[tuple[str, "Intent"]]) -> list[tuple[str, str, str
     return [(task, a.id, a.check, float(a.timeout_s)) for task, intent in intents for a in intent.acceptance]
 
 
+def rerun_specs(intents: list[tuple[str, "Intent"]]) -> dict[tuple[str, str], tuple[list[str] | None, bool]]:
+    """{(task, check id): (declared `inputs` or None, whether it may have a receipt)} (SPEC §8.7 v4)."""
+    return {(task, a.id): (list(a.inputs) if a.inputs else None, a.receipts is not False)
+            for task, intent in intents for a in intent.acceptance}
+
+
 def fast_forward(git: "Git", coordinator: str, branch: str, head: str, candidate: str, mark: str) -> None:
     """`merge --ff-only` in the coordinator, only from the head we checked (Git's own CAS). The file
     `mark` (`store.fast_forward_mark`) exists from just before the merge until it succeeded: a kill

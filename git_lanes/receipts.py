@@ -271,3 +271,52 @@ def book(git: "Git", *, where: str, batch_id: str, clock: Callable[[], str], war
         return None
     return Receipts(git, where=where, batch_id=batch_id, clock=clock, warn=warn, write=write)
 
+
+
+# -- `git lanes receipts`, `release --stale` ---------------------------------------------------------------
+
+def _age_s(at: Any, now: str) -> int | None:
+    from .clock import parse_time
+
+    try:
+        return int((parse_time(now) - parse_time(at)).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
+def listing(git: "Git", now: str) -> list[dict[str, Any]]:
+    """This clone's receipts, newest first: `{key, check, task, where, tree, at, age}` (age in seconds;
+    a file that is not a receipt shows with `where: null`)."""
+    import shlex
+
+    from .clone import clone_id
+    from .store.receipts import ReceiptStore
+
+    clone = clone_id(git)
+    items = []
+    for name, raw in (ReceiptStore(git).all(clone).items() if clone else []):
+        try:
+            data = json.loads(raw)
+            argv = data.get("argv")
+            check = shlex.join(argv) if isinstance(argv, list) and all(isinstance(a, str) for a in argv) else None
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            data, check = {}, None
+        data = data if isinstance(data, dict) else {}
+        items.append({"key": name, "check": check, "task": data.get("task_id"), "where": data.get("where"),
+                      "tree": data.get("tree"), "at": data.get("at"), "age": _age_s(data.get("at"), now)})
+    return sorted(items, key=lambda i: (str(i["at"] or ""), i["key"]), reverse=True)
+
+
+def prune(git: "Git", days: float, now: str) -> list[str]:
+    """Drop this clone's receipts older than `days` (and files that are no receipt); their keys. The
+    ref is parentless, so what is dropped is unreachable at once."""
+    from .clone import clone_id
+    from .store.receipts import ReceiptStore
+
+    clone = clone_id(git)
+    if not clone:
+        return []
+    old = [i["key"] for i in listing(git, now) if i["age"] is None or i["age"] >= days * 86400]
+    if old:
+        ReceiptStore(git).write(clone, {}, drop=old)
+    return old

@@ -36,6 +36,8 @@ def plan_cmd(slug: str, max_parallel: int, as_json: bool) -> None:
         deps = f" (after {', '.join(c['blocked_by'])})" if c["blocked_by"] else ""
         risk = f" [risk: {risks[c['task_id']]}]" if c["task_id"] in risks else ""
         render.say(f"  {c['task_id']}{deps}: {', '.join(c['scope'])}{risk}")
+        for check in c.get("checks", []):
+            render.say(f"    {check['id']} reads " + (", ".join(check["inputs"]) if check["inputs"] else "the whole tree"))
     for i, wave in enumerate(doc["waves"], 1):
         render.say(f"wave {i}: {', '.join(wave)}")
     seen: set[str] = set()

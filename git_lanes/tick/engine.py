@@ -166,12 +166,17 @@ def evidence_note(record: "BatchRecord", child: "Child", attempt: "QaAttempt | N
                   identity: dict[str, Any] | None) -> dict[str, Any]:
     lane = child.lane
     passed = attempt.model_dump(mode="json") if attempt else None   # results as recorded: 4 KiB tails (§2.1)
-    return {
+    note = {
         "batch_id": record.batch_id, "task_id": child.task_id,
         "lane_base": lane.base_head if lane else None, "lane_commit": lane.lane_commit if lane else None,
         "executor_commits": list(lane.executor_commits) if lane else [],
         "attempt": passed, "rerun": [r.to_json() for r in rerun], "intent_identity": identity,
     }
+    # (v4, SPEC §8.8) the commit is flagged when a check passed only on a retry, in its lane or on it
+    flaky = [r["id"] for r in (passed or {}).get("results", []) if r.get("flaky")] + [r.id for r in rerun if r.flaky]
+    if flaky:
+        note["flaky"] = flaky
+    return note
 
 
 @dataclass

@@ -145,15 +145,13 @@ class Receipts:
 
     def __init__(self, git: "Git", *, where: str, batch_id: str, clock: Callable[[], str],
                  warn: Callable[[str], None], write: bool = True) -> None:
-        from .clone import clone_id
-
         self.git = git
         self.where = where
         self.batch_id = batch_id
         self.clock = clock
         self.warn = warn
         self.write = write
-        self.clone = clone_id(git, create=write) or ""
+        self._clone: str | None = None
         self.share = git.config_bool("lanes.shareReceipts", False)
         self.trust_lane = git.config_bool("lanes.gateTrustsLane", False)
         self.extra_names = git.config_all("lanes.receiptEnv")
@@ -162,6 +160,16 @@ class Receipts:
         self._inputs: dict[tuple[str, tuple[str, ...]], list] = {}
         self._new: dict[str, bytes] = {}
         self.off = False          # `lanes.receiptKey` failed: no receipt for the rest of this command
+
+    @property
+    def clone(self) -> str:
+        """This clone's id, made on first need by a book that writes (never before a check runs: a
+        refused `done` changes nothing)."""
+        if self._clone is None:
+            from .clone import clone_id
+
+            self._clone = clone_id(self.git, create=self.write) or ""
+        return self._clone
 
     # -- keys ----------------------------------------------------------------------------------------
 

@@ -19,8 +19,8 @@ def _flaky(results: Iterable[Any]) -> list[str]:
     return [r["id"] for r in results or [] if isinstance(r, dict) and r.get("flaky") and isinstance(r.get("id"), str)]
 
 
-def flakes(s: "Session") -> list[dict[str, Any]]:
-    """`[{check, task, count, last_seen, slug}]`, most frequent first."""
+def flakes(s: "Session", slugs: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """`[{check, task, count, last_seen, slug}]` of every slug (or of `slugs`), most frequent first."""
     found: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     def seen(slug: str, task: str, check: str, at: str | None) -> None:
@@ -33,7 +33,7 @@ def flakes(s: "Session") -> list[dict[str, Any]]:
             item["last_seen"] = at
 
     notes = EvidenceNotes(s.git)
-    for slug in s.batches.slugs():
+    for slug in s.batches.slugs() if slugs is None else slugs:
         try:
             snap = s.batches.read(slug)
         except CorruptRecord:

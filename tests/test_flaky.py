@@ -86,6 +86,7 @@ def test_a_check_that_fails_once_then_passes_lands_flaky_with_no_qa_failure(repo
     assert note["flaky"] == ["A1"] and note["attempt"]["results"][0]["flaky"] is True
     out = lanes(repo, "show", "a")[1]
     assert "(flaky: A1)" in out
+    assert "flaky: a:A1 (1x" in lanes(repo, "status")[1]
     code, flakes = lanes_json(repo, "flakes")
     assert code == 0 and [(f["task"], f["check"], f["count"]) for f in flakes["flakes"]] == [("a", "A1", 1)]
     assert "a:A1" in git_lanes(repo, "flakes").stdout
@@ -175,3 +176,20 @@ def test_final_checks_all_run_and_a_flaky_one_is_retried(repo):
     assert [(r["id"], r["passed"], r.get("flaky", False)) for r in fv["results"]] == [
         ("final-1", False, False), ("final-2", True, True)]
     assert count(repo, "f1") == 2 and count(repo, "f2") == 2
+
+
+def test_runs_progress_names_each_flaky_check():
+    from git_lanes.run.progress import flaky_note
+
+    assert flaky_note("a", [{"id": "A1", "flaky": True}, {"id": "A2"}]) == "; flaky: a:A1"
+    assert flaky_note("a", [{"id": "A1"}]) == ""
+
+
+def test_retriable_is_a_nonzero_exit_other_than_127():
+    from git_lanes.checkrun import retriable
+    from git_lanes.checks import CheckResult
+
+    def r(code, sig=None):
+        return CheckResult("x", "x", code, sig, code == 0, 1, "")
+    assert [retriable(r(c)) for c in (0, 1, 2, 127)] == [False, True, True, False]
+    assert retriable(r(None, "SIGKILL")) is False

@@ -378,3 +378,31 @@ def test_through_the_installed_cli_a_second_done_is_a_receipt_lookup(repo):
     git_lanes(lane, "done")
     proc = git_lanes(lane, "done")
     assert "(cached: receipt" in proc.stdout and len(runs(repo, "c")) == 1
+
+
+def test_a_receipt_lookup_is_cheap_in_process(repo):
+    """Speed sanity: with a few hundred receipts stored, computing a key and looking it up costs well
+    under a millisecond or so each (one ref read, two tree reads, one blob), and one write stores them all."""
+    import time
+
+    from git_lanes.checks import CheckResult
+    from git_lanes.gitio import Git
+    from git_lanes.receipts import Receipts
+
+    g = Git(str(repo))
+    tree = git(repo, "rev-parse", "HEAD^{tree}").strip()
+    book = Receipts(g, where="scratch", batch_id="b", clock=lambda: "2026-01-02T03:04:05.000Z", warn=print)
+    env = {"PATH": "/bin", "GIT_LANES_TASK": "t"}
+    keys = [book.key(["check", str(n)], None, tree, cwd=str(repo), env=env) for n in range(300)]
+    ok = CheckResult("A1", "check", 0, None, True, 5, "fine")
+    for k in keys:
+        book.add(k, ok, tree=tree, task_id="t")
+    start = time.perf_counter()
+    assert book.flush() == 300
+    wrote = time.perf_counter() - start
+    reader = Receipts(g, where="scratch", batch_id="b", clock=lambda: "x", warn=print)
+    start = time.perf_counter()
+    found = [reader.lookup(reader.key(["check", str(n)], None, tree, cwd=str(repo), env=env)) for n in range(300)]
+    looked = time.perf_counter() - start
+    assert all(f is not None and f["output_tail"] == "fine" for f in found)
+    assert wrote < 5.0 and looked < 3.0, (wrote, looked)

@@ -102,7 +102,14 @@ def _view(name: str, slug: str | None, *args):
 def status_cmd(slug, as_json) -> None:
     """The report of the latest batch, from the stored record (never writes)."""
     report = _view("status", slug)
-    render.emit_json(report) if as_json else render.report(report)
+    if as_json:
+        render.emit_json(report)
+        return
+    render.report(report)
+    from ..flakes import flakes   # (v4, SPEC §8.8) the batch's flaky checks, for people
+
+    for f in flakes(session(), [report["slug"]]):
+        render.say(f"flaky: {f['task'] + ':' if f['task'] else ''}{f['check']} ({f['count']}x, last {f['last_seen']})")
 
 
 @cli.command("show")

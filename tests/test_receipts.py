@@ -406,3 +406,18 @@ def test_a_receipt_lookup_is_cheap_in_process(repo):
     looked = time.perf_counter() - start
     assert all(f is not None and f["output_tail"] == "fine" for f in found)
     assert wrote < 5.0 and looked < 3.0, (wrote, looked)
+
+
+def test_release_stale_drops_receipts_older_than_receipt_days(repo):
+    one_task(repo, counter(repo, "c"))
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    lane = provision(repo, "a")
+    put(lane, {"src/x": "1"})
+    assert done(lane)["passed"]
+    assert lanes_json(repo, "tick")[1]["batch_state"] == "completed"
+    assert len(receipts(repo)) == 1
+    code, doc = lanes_json(repo, "release", "--stale")
+    assert code == 0 and "receipts_pruned" not in doc and len(receipts(repo)) == 1   # younger than 30 days
+    git(repo, "config", "lanes.receiptDays", "0")
+    code, doc = lanes_json(repo, "release", "--stale")
+    assert code == 0 and doc["receipts_pruned"] == 1 and receipts(repo) == []

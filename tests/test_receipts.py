@@ -421,3 +421,18 @@ def test_release_stale_drops_receipts_older_than_receipt_days(repo):
     git(repo, "config", "lanes.receiptDays", "0")
     code, doc = lanes_json(repo, "release", "--stale")
     assert code == 0 and doc["receipts_pruned"] == 1 and receipts(repo) == []
+
+
+def test_push_leaves_this_clones_receipts_here(repo, tmp_path):
+    one_task(repo, counter(repo, "c"))
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    lane = provision(repo, "a")
+    put(lane, {"src/x": "1"})
+    assert done(lane)["passed"] and receipts(repo)
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    git(repo, "remote", "add", "origin", str(bare))
+    code, doc = lanes_json(repo, "push")
+    assert code == 0, doc
+    assert "refs/notes/lanes/lane/demo/a" in git(bare, "for-each-ref")
+    assert "receipts" not in git(bare, "for-each-ref") and not any("receipts" in r["ref"] for r in doc["refs"])

@@ -428,13 +428,12 @@ class Report(BaseModel):
     adopted_heads: list[dict[str, Any]] = []
     reviews: list[dict[str, Any]] = []
     candidate: dict[str, Any] | None = None
-    driver: dict[str, Any] | None = None   # {pid, since, host} of the live `run` that drives the slug (§17.1)
 
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         for key in ("lane_refusals", "tracker_observations", "restores", "final_verification", "interventions",
                     "lane_instruction", "lane_revision", "revisions", "reseals", "adopted_heads", "reviews",
-                    "candidate", "driver"):
+                    "candidate"):
             if not data.get(key):
                 data.pop(key, None)
         return data

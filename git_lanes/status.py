@@ -27,12 +27,14 @@ def status(s: Session, slug: str) -> dict[str, Any]:
 def driven_action(s: Session, slug: str, live: dict[str, Any]) -> str:
     """`next_action` while a run drives the slug: no handoff step (the run takes them), only what a
     person may do beside it (parked children: look, then resume)."""
-    from .report import _q, parked_commands
+    from shlex import quote
+
+    from .report import parked_commands
 
     snap = s.batches.read(slug)
     parked = parked_commands(snap.record) if snap is not None else []
-    return (f"git lanes run (pid {live['pid']}) drives {_q(slug)}: it provisions the lanes, runs their sessions, "
-            f"integrates and releases; follow it with git lanes status {_q(slug)}."
+    return (f"git lanes run (pid {live['pid']}) drives {quote(slug)}: it provisions the lanes, runs their sessions, "
+            f"integrates and releases; follow it with git lanes status {quote(slug)}."
             + (" Parked: " + "; ".join(parked) + "." if parked else ""))
 
 

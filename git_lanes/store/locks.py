@@ -5,7 +5,8 @@ one folder per kind, so no slug, task or remote name can meet another lock:
   batch branch and lane branches).
 - `lane/<slug>/<task>`: every writer of one lane record (the commands run in that lane), and a
   `provision` of that task from its start until its lane is admitted or removed.
-- `verify/…`: the one verifier of a candidate of a slug (SPEC §8.6).
+- `verify/<slug>/<task_id>`: the verifier of a candidate of a slug (SPEC §8.6; `verify_lock_path`
+  still names v3's `<slug>.verify` until the verifier's lock moves there).
 - `run/<slug>`: the one loop that drives the slug's batch (`git lanes run`, SPEC §13), held for its
   whole run and never waited for: a second one refuses at once. It holds the driver's pid, start
   time and host (`status` shows them, SPEC §17.1).

@@ -102,3 +102,19 @@ def test_a_v4_writer_waits_for_a_v3_process_holding_the_v3_lock(tmp_path):
         with evidence_lock(g, timeout=1):
             pass
     assert (folder / "evidence").is_file() and (folder / "batch" / "evidence").is_file()
+
+
+def test_a_fast_forward_mark_a_v3_merge_left_is_found_in_its_v4_place(tmp_path):
+    from git_lanes.gitio import Git
+    from git_lanes.store import fast_forward_mark
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    folder = root / ".git" / "lanes" / "locks"
+    folder.mkdir(parents=True)
+    (folder / "demo.ff").write_text("abc\n")
+    mark = Path(fast_forward_mark(Git(root), "demo"))
+    assert mark == folder / "ff" / "demo" and mark.read_text() == "abc\n" and not (folder / "demo.ff").exists()
+    (folder / "x.ff").mkdir()   # the v3 lane folder of a slug named `x.ff` is no mark of `x`
+    assert not Path(fast_forward_mark(Git(root), "x")).exists() and (folder / "x.ff").is_dir()

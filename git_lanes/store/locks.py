@@ -254,9 +254,16 @@ def driver(git: "Git", slug: str) -> dict | None:
 def fast_forward_mark(git: "Git", slug: str) -> str:
     """`ff/<slug>`: written before the coordinator's `merge --ff-only` and removed once the merge
     succeeded, both under the slug's lock. A later holder that finds it knows a merge died or failed
-    (perhaps after its index write); without it, no hold scans the coordinator for a half-done one."""
+    (perhaps after its index write); without it, no hold scans the coordinator for a half-done one. A v3
+    mark (`<slug>.ff`, a merge of the old version that died) is moved here first (callers hold the
+    slug's lock)."""
     check_id(slug, "slug")
-    return lock_path(git, "ff", slug)
+    path = lock_path(git, "ff", slug)
+    old = os.path.join(lock_dir(git), f"{slug}.ff")
+    if os.path.isfile(old):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.replace(old, path)
+    return path
 
 
 @contextmanager

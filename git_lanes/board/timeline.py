@@ -68,12 +68,13 @@ def _phrase(phrase: str) -> tuple[str, str | None]:
 
 
 def span(facts: dict[str, Any]) -> tuple[float, float]:
-    """(start, end) of the batch in seconds: its creation to its last write (or now, while it is not over)."""
+    """(start, end) of the batch in seconds: its creation to its last write (or now, while it runs: a parked
+    batch waits for a person, and that wait is not the batch's time)."""
     record = facts["record"]
     times = [t for t in (secs(e["at"]) for e in facts["log"]) if t is not None]
     start = secs(record.get("created_at")) or (min(times) if times else 0.0)
     end = max(times) if times else start
-    if not terminal(record):
+    if record.get("batch_state") == "running":
         end = max(end, secs(facts["now"]) or end)
     for lane in facts["lanes"].values():
         for session in (lane or {}).get("sessions") or []:

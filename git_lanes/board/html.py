@@ -39,6 +39,10 @@ table { border-collapse: collapse; } th, td { border-bottom: 1px solid #e0e0e0; 
 th { background: #f5f5f5; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.fail { color: #c62828; } td.pass { color: #2e7d32; }
 code { font-size: 12px; } svg { max-width: 100%; height: auto; }
+.totals { display: flex; flex-wrap: wrap; gap: 8px; max-width: 980px; }
+.tile { background: #f5f5f5; border-radius: 4px; padding: 6px 10px; min-width: 104px; }
+.tile .v { font-size: 17px; font-weight: 600; font-variant-numeric: tabular-nums; }
+.tile .k { color: #666; font-size: 11px; }
 """
 WIDTH = 980
 LABEL = 150
@@ -90,9 +94,9 @@ def _stat_rows(numbers: dict[str, Any]) -> list[tuple[str, str, Any, str]]:
         ("Checks flaky", "checks.flaky", c["flaky"], str(c["flaky"])),
         ("Checks failed", "checks.failed", c["failed"], str(c["failed"])),
         ("Receipts hit rate", "checks.receipts_hit_rate", rate, "—" if rate is None else f"{rate:.0%}"),
-        ("Lane commit to landing p50", "landing_latency_s.p50", lat["p50"], seconds(lat["p50"])),
-        ("Lane commit to landing p90", "landing_latency_s.p90", lat["p90"], seconds(lat["p90"])),
-        ("Lane commit to landing max", "landing_latency_s.max", lat["max"], seconds(lat["max"])),
+        ("Landing latency p50", "landing_latency_s.p50", lat["p50"], seconds(lat["p50"])),
+        ("Landing latency p90", "landing_latency_s.p90", lat["p90"], seconds(lat["p90"])),
+        ("Landing latency max", "landing_latency_s.max", lat["max"], seconds(lat["max"])),
         ("Verification time (total)", "verification_s.total", ver["total"], seconds(ver["total"])),
         ("Sessions", "sessions.total", numbers["sessions"]["total"], _count(numbers["sessions"]["total"])),
         ("Failed attempts", "failed_attempts.total", numbers["failed_attempts"]["total"],
@@ -103,9 +107,9 @@ def _stat_rows(numbers: dict[str, Any]) -> list[tuple[str, str, Any, str]]:
 
 
 def totals_table(numbers: dict[str, Any], t: Text) -> str:
-    rows = [f'<tr><th>{t(label)}</th><td class="num" data-stat="{t(key)}" data-value="{t(_value(value))}">'
-            f"{t(shown)}</td></tr>" for label, key, value, shown in _stat_rows(numbers)]
-    return '<table class="totals">' + "".join(rows) + "</table>"
+    tiles = [f'<div class="tile"><div class="v" data-stat="{t(key)}" data-value="{t(_value(value))}">{t(shown)}'
+             f'</div><div class="k">{t(label)}</div></div>' for label, key, value, shown in _stat_rows(numbers)]
+    return '<div class="totals">' + "".join(tiles) + "</div>"
 
 
 def _count(value: int | None) -> str:
@@ -160,7 +164,7 @@ def graph_svg(record: dict[str, Any], t: Text) -> str:
         for row, task in enumerate(tasks):
             where[task] = (20 + col * (box_w + gap_x), 30 + row * (box_h + gap_y))
     width = 40 + max(1, len(grouped)) * (box_w + gap_x) - gap_x
-    height = 50 + max((len(w) for w in grouped), default=1) * (box_h + gap_y)
+    height = 36 + max((len(w) for w in grouped), default=1) * (box_h + gap_y)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="graph" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" role="img" aria-label="task graph by waves">',
            f"<style>{SVG_STYLE}</style>",

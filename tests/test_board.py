@@ -124,6 +124,9 @@ def test_the_page_escapes_and_redacts_what_the_records_say(monkeypatch):
     assert "hunter2" not in text and "<script>" not in text and "&lt;script&gt;alert(1)" in text
     assert "fix &lt;b&gt; &amp; go" in text                           # an intervention's text, in a tooltip
     assert Text(["secret1"])("a<secret1>") == "a&lt;***&gt;"
+    facts["lanes"]["b"]["qa_attempts"][0]["results"][0]["output_tail"] = "FAILED: hunter2-secret </pre><b>x"
+    text = page(facts, timeline(facts), check_runs(facts), batch_stats(facts), ["hunter2-secret"])
+    assert "FAILED: *** &lt;/pre&gt;&lt;b&gt;x</pre></details>" in text      # a failed check's tail, folded
     monkeypatch.setenv("MY_API_TOKEN", "tok-123456")
     facts["lanes"]["b"]["qa_attempts"][0]["results"][0]["command"] = "echo tok-123456"
     assert "tok-123456" not in render_report(facts)

@@ -38,7 +38,7 @@ h1 { font-size: 20px; margin-bottom: 4px; } h2 { font-size: 16px; margin-top: 28
 table { border-collapse: collapse; } th, td { border-bottom: 1px solid #e0e0e0; padding: 3px 10px; text-align: left; }
 th { background: #f5f5f5; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.fail { color: #c62828; } td.pass { color: #2e7d32; }
-code { font-size: 12px; } svg { max-width: 100%; height: auto; }
+code, pre { font-size: 12px; } pre { white-space: pre-wrap; max-width: 640px; } svg { max-width: 100%; height: auto; }
 .totals { display: flex; flex-wrap: wrap; gap: 8px; max-width: 980px; }
 .tile { background: #f5f5f5; border-radius: 4px; padding: 6px 10px; min-width: 104px; }
 .tile .v { font-size: 17px; font-weight: 600; font-variant-numeric: tabular-nums; }
@@ -133,7 +133,7 @@ def tasks_table(numbers: dict[str, Any], t: Text) -> str:
 
 def checks_table(checks: list[dict[str, Any]], t: Text) -> str:
     head = ("<tr><th>task</th><th>where</th><th>run</th><th>check</th><th>command</th><th>result</th>"
-            "<th>duration</th><th>cached</th><th>flaky</th></tr>")
+            "<th>duration</th><th>cached</th><th>flaky</th><th>output</th></tr>")
     rows = []
     for c in checks:
         result = "passed" if c["passed"] else "failed"
@@ -141,10 +141,18 @@ def checks_table(checks: list[dict[str, Any]], t: Text) -> str:
                     f'<td>{t(c["context"])}</td><td>{t(c["id"])}</td><td><code>{t(c["command"])}</code></td>'
                     f'<td class="{"pass" if c["passed"] else "fail"}">{result}</td>'
                     f'<td class="num">{t(seconds(c["duration_ms"] / 1000))}</td>'
-                    f'<td>{"yes" if c["cached"] else ""}</td><td>{"yes" if c["flaky"] else ""}</td></tr>')
+                    f'<td>{"yes" if c["cached"] else ""}</td><td>{"yes" if c["flaky"] else ""}</td>'
+                    f"<td>{_tail(c, t)}</td></tr>")
     if not rows:
-        rows.append('<tr><td colspan="9">no check has run yet</td></tr>')
+        rows.append('<tr><td colspan="10">no check has run yet</td></tr>')
     return '<table class="checks">' + head + "".join(rows) + "</table>"
+
+
+def _tail(check: dict[str, Any], t: Text) -> str:
+    """A failed check's last output lines, folded (a `<details>`: no script needed to open it)."""
+    if check["passed"] or not check["output_tail"].strip():
+        return ""
+    return f"<details><summary>last lines</summary><pre>{t(check['output_tail'])}</pre></details>"
 
 
 def events_table(facts: dict[str, Any], t: Text) -> str:

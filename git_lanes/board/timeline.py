@@ -190,7 +190,7 @@ def timeline(facts: dict[str, Any]) -> dict[str, Any]:
 
 def check_runs(facts: dict[str, Any]) -> list[dict[str, Any]]:
     """Every check run the records hold: `{task, where: lane|scratch, context, id, command, passed,
-    duration_ms, cached, flaky, at}`."""
+    duration_ms, cached, flaky, at, output_tail}`."""
     record = facts["record"]
     found = []
 
@@ -199,7 +199,7 @@ def check_runs(facts: dict[str, Any]) -> list[dict[str, Any]]:
             found.append({"task": task, "where": where, "context": context, "id": r.get("id"),
                           "command": r.get("command") or "", "passed": bool(r.get("passed")),
                           "duration_ms": r.get("duration_ms") or 0, "cached": bool(r.get("cached")),
-                          "flaky": bool(r.get("flaky")), "at": at})
+                          "flaky": bool(r.get("flaky")), "at": at, "output_tail": r.get("output_tail") or ""})
 
     landed = set()
     for child in record["children"]:

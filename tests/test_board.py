@@ -99,7 +99,7 @@ def test_the_board_shows_each_child_the_window_and_the_metrics():
     assert "candidates: none" in text and "p50 4.0 s" in text and "last events:" in text
     assert lines[-1].endswith("release: released a")
     live = "\n".join(snapshot(running_batch()))
-    assert "candidates: d verifying for 4.0 s, e passed for 4.0 s" in live
+    assert "candidates: d verifying for 4.0 s, e passed for 4.0 s (1/1 checks passed)" in live
     assert "1 (1 running)" in live
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .timeline import attempts, check_runs, events, secs, sessions, span, verifications
+from .timeline import attempts, check_runs, events, sessions, span, verifications
 
 
 def percentiles(values: list[float]) -> dict[str, Any]:
@@ -134,4 +134,4 @@ def money(value: float | None) -> str:
     return "—" if value is None else f"${value:.2f}" if value >= 0.01 or value == 0 else f"${value:.4f}"
 
 
-__all__ = ["batch_stats", "measures", "money", "percentiles", "seconds", "secs", "stats", "summarize"]
+__all__ = ["batch_stats", "measures", "money", "percentiles", "seconds", "stats", "summarize"]

@@ -83,7 +83,9 @@ def snapshot(facts: dict[str, Any], numbers: dict[str, Any] | None = None) -> li
         for item in window:
             at = secs(item.get("at"))
             since = f" for {seconds(max(0.0, now - at))}" if at is not None else ""
-            shown.append(f"{item.get('task_id')} {item.get('state') or 'verifying'}{since}")
+            done = [r for r in item.get("results") or [] if isinstance(r, dict)]
+            checks = f" ({sum(1 for r in done if r.get('passed'))}/{len(done)} checks passed)" if done else ""
+            shown.append(f"{item.get('task_id')} {item.get('state') or 'verifying'}{since}{checks}")
         lines.append("candidates: " + ", ".join(shown))
     else:
         lines.append("candidates: none")

@@ -177,3 +177,34 @@ def test_watch_report_and_stats_during_a_run_move_no_ref(tmp_path, executor):  #
             proc.kill()
     assert "running" in seen                                        # it did look while the batch ran
     assert not marked.exists()                                      # and moved no ref meanwhile
+
+
+def test_an_older_batch_keeps_its_lane_records_in_the_numbers(tmp_path, executor):  # noqa: F811
+    """A later batch's lane record starts from the earlier one's tip: `stats` over the repository finds
+    the older batch's attempts down that line, so its numbers do not change when a new batch runs."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    (root / "README").write_text("two batches\n")
+    marker = tmp_path / "scratch-is-broken"
+    marker.write_text("")
+    check = ("python3 -c \"import os,sys; t = os.path.exists('src/a.txt'); bad = os.sep + 'scratch' + os.sep in "
+             f"os.getcwd() + os.sep and os.path.exists({str(marker)!r}); sys.exit(0 if t and not bad else 1)\"")
+    from helpers import write_initiative
+
+    write_initiative(root, "mb", [{"id": "a", "check": check}])
+    assert run(root, "mb", executor).returncode == 1                # a passes in its lane, parks on its candidate
+    first = json.loads(lanes(root, "stats", "--json").stdout)["batches"]
+    assert [b["batch_state"] for b in first] == ["needs_human"]
+    assert lanes(root, "retire", "mb", "--yes").returncode == 0
+    released = lanes(root, "release", "--stale", "mb")
+    assert released.returncode == 0, released.stderr
+    marker.unlink()
+    second = run(root, "mb", executor)
+    assert second.returncode == 0, second.stdout + second.stderr
+    both = json.loads(lanes(root, "stats", "--json").stdout)
+    assert [b["batch_state"] for b in both["batches"]] == ["superseded", "completed"]
+    old = both["batches"][0]
+    assert old["checks"] == first[0]["checks"] and old["checks"]["total"] >= 2   # its lane attempt and the rerun
+    assert [t["failed_attempts"] for t in old["per_task"]] == [0]
+    assert both["overall"]["checks"]["total"] == old["checks"]["total"] + both["batches"][1]["checks"]["total"]

@@ -11,10 +11,11 @@ JSON data, or None}), `log` (this batch's state writes, oldest first: `{at, acto
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from ..clock import now
-from ..errors import usage
+from ..errors import LanesError, usage
 from ..gitio import BATCH_RECORD_PREFIX, EVIDENCE_REF, batch_record_ref, lane_record_ref
 from ..store import CorruptRecord
 
@@ -79,11 +80,31 @@ def _lanes(src: Source, slug: str, record: dict[str, Any]) -> dict[str, dict[str
         tip = src.s.git.refs.resolve(src.ref(lane_record_ref(slug, task)))
         if tip is not None:
             try:
-                data = src.s.lanes.data_at(slug, task, tip)
+                tip = _of_batch(src, tip, record["batch_id"])
+                data = src.s.lanes.data_at(slug, task, tip) if tip is not None else None
             except CorruptRecord as exc:
                 src.s.warn(f"{exc.detail} (left out)")
         found[task] = data if isinstance(data, dict) and data.get("batch_id") == record["batch_id"] else None
     return found
+
+
+def _of_batch(src: Source, tip: str, batch_id: str) -> str | None:
+    """The newest state commit of a lane record ref that belongs to `batch_id`: a later batch's lane
+    record starts with the earlier one's tip as its parent (`laneside.write_lane_data`), so an older
+    batch's is found down the first parents. None when there is none (or it cannot be read)."""
+    odb = src.s.git.odb
+    commit: str | None = tip
+    try:
+        while commit is not None:
+            state = odb.commit(commit)
+            entry = next((e for e in odb.entries(state.tree) if e.name == "lane.json"), None)
+            data = json.loads(odb.blob(entry.oid)) if entry is not None else None
+            if isinstance(data, dict) and data.get("batch_id") == batch_id:
+                return commit
+            commit = state.parents[0] if state.parents else None
+    except (LanesError, ValueError):
+        return None
+    return None
 
 
 def _evidence(src: Source, record: dict[str, Any]) -> dict[str, dict[str, Any]]:

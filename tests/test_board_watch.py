@@ -36,8 +36,8 @@ def started(tmp_path: Path) -> Path:
 class Screen:
     """`git lanes watch` on a pseudo-terminal of its own (its controlling terminal, so ^C is SIGINT)."""
 
-    def __init__(self, root: Path, *args: str, argv: tuple[str, ...] = ("git", "lanes")) -> None:
-        env = {**os.environ, "TERM": "xterm", "LINES": "30", "COLUMNS": "140"}
+    def __init__(self, root: Path, *args: str, argv: tuple[str, ...] = ("git", "lanes"), term: str = "xterm") -> None:
+        env = {**os.environ, "TERM": term, "LINES": "30", "COLUMNS": "140"}
         self.pid, self.fd = pty.fork()
         if self.pid == 0:   # the child: exec at once
             try:
@@ -141,3 +141,16 @@ def test_without_a_terminal_it_prints_plain_snapshots(tmp_path):
     assert proc.returncode == 0, err
     heads = [line for line in out.splitlines() if line.startswith("batch wat-")]
     assert len(heads) >= 2 and heads[0].endswith("running") and "): superseded" in heads[-1]
+
+
+def test_a_terminal_curses_does_not_know_gets_plain_snapshots(tmp_path):
+    root = started(tmp_path)
+    screen = Screen(root, "--interval", "0.2", argv=("git-lanes",), term="no-such-terminal")
+    try:
+        screen.read_until(b"plain snapshots instead")
+        screen.read_until(b"(wat): running")
+        screen.send(b"\x03")
+        assert screen.wait() == 0
+        assert ENTER_ALT not in screen.out and b"Traceback" not in screen.out
+    finally:
+        screen.close()

@@ -51,11 +51,18 @@ def watch(s: "Session", slug: str | None, *, interval: float, remote: str | None
     if terminal_ui is None:
         terminal_ui = sys.stdout.isatty() and sys.stdin.isatty()
     try:
-        if once or not terminal_ui:
-            return _plain(board, first, interval, once, out)
-        return _screen(board, first, interval)
+        if not once and terminal_ui:
+            try:
+                return _screen(board, first, interval)
+            except _NoScreen as exc:   # no curses here, or a terminal it does not know (TERM=dumb)
+                s.warn(f"no full-screen board on this terminal ({exc}); plain snapshots instead")
+        return _plain(board, first, interval, once, out)
     except KeyboardInterrupt:
         return 0
+
+
+class _NoScreen(Exception):
+    """curses cannot take this terminal."""
 
 
 def _plain(board: Board, lines: list[str], interval: float, once: bool, out: Callable[[str], None]) -> int:
@@ -70,7 +77,10 @@ def _plain(board: Board, lines: list[str], interval: float, once: bool, out: Cal
 
 
 def _screen(board: Board, first: list[str], interval: float) -> int:
-    import curses
+    try:
+        import curses
+    except ImportError as exc:
+        raise _NoScreen(str(exc)) from None
     import locale
 
     locale.setlocale(locale.LC_ALL, "")
@@ -95,6 +105,10 @@ def _screen(board: Board, first: list[str], interval: float) -> int:
                     problem = exc.message
                 due = time.monotonic() + interval
 
+    try:
+        curses.setupterm()
+    except curses.error as exc:
+        raise _NoScreen(str(exc)) from None
     curses.wrapper(main)
     return 0
 

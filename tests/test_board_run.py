@@ -208,3 +208,25 @@ def test_an_older_batch_keeps_its_lane_records_in_the_numbers(tmp_path, executor
     assert old["checks"] == first[0]["checks"] and old["checks"]["total"] >= 2   # its lane attempt and the rerun
     assert [t["failed_attempts"] for t in old["per_task"]] == [0]
     assert both["overall"]["checks"]["total"] == old["checks"]["total"] + both["batches"][1]["checks"]["total"]
+
+
+def test_a_restarted_child_keeps_its_earlier_lanes_in_the_numbers(parked):
+    """`resume --restart` archives the lane (its record's tip kept in `archived_lanes[]`): the attempts and
+    sessions of that earlier lane still count, before the new lane's."""
+    root = parked
+    from git_lanes.session import Session
+
+    s = Session(cwd=str(root))
+    data, tip = s.lanes.read_data("drv", "stuck")
+    data["sessions"] = [{"n": 1, "started": "2026-01-01T00:00:01.000Z", "ended": "2026-01-01T00:00:02.000Z",
+                         "exit": 0, "usage": {"cost_usd": 0.25}}]
+    s.lanes.write_data("drv", data, tip, "test: a session of the lane that gave up")
+    before = json.loads(lanes(root, "stats", "drv", "--json").stdout)["batches"][0]
+    restarted = lanes(root, "resume", "drv", "--restart", "stuck", "--yes")
+    assert restarted.returncode == 0, restarted.stderr
+    assert lanes(root, "show", "stuck", "--slug", "drv", "--json").returncode == 0
+    assert git(root, "for-each-ref", "refs/notes/lanes/lane/drv/stuck").strip() == ""   # its record was archived
+    after = json.loads(lanes(root, "stats", "drv", "--json").stdout)["batches"][0]
+    per = {t["task_id"]: t for t in after["per_task"]}
+    assert per["stuck"]["state"] == "pending" and per["stuck"]["sessions"] == 1 and per["stuck"]["cost_usd"] == 0.25
+    assert after["cost_usd"]["total"] == before["cost_usd"]["total"] == 0.67

@@ -85,6 +85,32 @@ def _lanes(src: Source, slug: str, record: dict[str, Any]) -> dict[str, dict[str
             except CorruptRecord as exc:
                 src.s.warn(f"{exc.detail} (left out)")
         found[task] = data if isinstance(data, dict) and data.get("batch_id") == record["batch_id"] else None
+    return _with_archived(src, slug, record, found)
+
+
+def _with_archived(src: Source, slug: str, record: dict[str, Any],
+                   found: dict[str, dict[str, Any] | None]) -> dict[str, dict[str, Any] | None]:
+    """A child restarted in this batch (`resume --restart`) had lanes before its current one; their
+    records are kept from `archived_lanes[].record_tip`: their attempts and sessions come first."""
+    earlier: dict[str, list[dict[str, Any]]] = {}
+    for archived in record.get("archived_lanes") or []:
+        task, tip = archived.get("task_id"), archived.get("record_tip")
+        if task not in found or not tip:
+            continue
+        try:
+            old = src.s.lanes.data_at(slug, task, tip)
+        except CorruptRecord as exc:
+            src.s.warn(f"{exc.detail} (left out)")
+            continue
+        if old.get("batch_id") == record["batch_id"]:
+            earlier.setdefault(task, []).append(old)
+    for task, olds in earlier.items():
+        runs = olds + ([found[task]] if found[task] else [])
+        merged = dict(found[task] or {"batch_id": record["batch_id"], "task_id": task})
+        merged["qa_attempts"] = [a for r in runs for a in r.get("qa_attempts") or []]
+        if any(isinstance(r.get("sessions"), list) for r in runs):
+            merged["sessions"] = [x for r in runs for x in r.get("sessions") or []]
+        found[task] = merged
     return found
 
 

@@ -28,27 +28,32 @@ def render_report(facts: dict[str, Any]) -> str:
 def report(s: "Session", slug: str | None, path: str | None = None) -> str:
     """Write the report page of the latest batch of `slug` to `path` (default `<log dir>/report.html`,
     the batch's session log folder, SPEC §13); its path."""
-    from ..errors import usage
+    from ..errors import ExitCode, LanesError, usage
     from .records import Source, facts
 
     src = Source(s)
     found = facts(src, src.choose_slug(slug))
+    given = path is not None
     if path is None:
         from ..run import log_dir
 
         path = os.path.join(log_dir(s, found["record"]["batch_id"]), "report.html")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
     path = os.path.abspath(path)
     text = render_report(found)
     partial = f"{path}.{os.getpid()}.tmp"
     try:
+        if not given:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(partial, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(partial, path)
     except OSError as exc:
         if os.path.exists(partial):
             os.unlink(partial)
-        raise usage(f"--html: {path} cannot be written: {exc.strerror}") from None
+        if given:
+            raise usage(f"--html: {path} cannot be written: {exc.strerror}") from None
+        raise LanesError(f"the report {path} cannot be written: {exc.strerror} (lanes.logDir, or --html FILE, "
+                         "names another place)", exit_code=ExitCode.FATAL) from None
     return path
 
 

@@ -11,8 +11,31 @@ from .tick import status_report
 
 
 def status(s: Session, slug: str) -> dict[str, Any]:
-    """The report of the latest batch of the slug, whatever its state; never writes."""
-    return status_report(s, slug)
+    """The report of the latest batch of the slug, whatever its state; never writes. While a live
+    `git lanes run` drives the slug (it holds `locks/run/<slug>`), the report says so (`driver`) and its
+    `next_action` leaves the handoffs to that run (SPEC §17.1)."""
+    from .store import driver
+
+    report = status_report(s, slug)
+    live = driver(s.git, slug)
+    if live is not None:
+        report["driver"] = live
+        report["next_action"] = driven_action(s, slug, live)
+    return report
+
+
+def driven_action(s: Session, slug: str, live: dict[str, Any]) -> str:
+    """`next_action` while a run drives the slug: no handoff step (the run takes them), only what a
+    person may do beside it (parked children: look, then resume)."""
+    from shlex import quote
+
+    from .report import parked_commands
+
+    snap = s.batches.read(slug)
+    parked = parked_commands(snap.record) if snap is not None else []
+    return (f"git lanes run (pid {live['pid']}) drives {quote(slug)}: it provisions the lanes, runs their sessions, "
+            f"integrates and releases; follow it with git lanes status {quote(slug)}."
+            + (" Parked: " + "; ".join(parked) + "." if parked else ""))
 
 
 def show(s: Session, slug: str, task_id: str) -> dict[str, Any]:

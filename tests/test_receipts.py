@@ -436,3 +436,16 @@ def test_push_leaves_this_clones_receipts_here(repo, tmp_path):
     assert code == 0, doc
     assert "refs/notes/lanes/lane/demo/a" in git(bare, "for-each-ref")
     assert "receipts" not in git(bare, "for-each-ref") and not any("receipts" in r["ref"] for r in doc["refs"])
+
+
+def test_tick_no_receipts_runs_the_gate_checks_for_that_tick_only(repo):
+    one_task(repo, counter(repo, "c"))
+    git(repo, "config", "lanes.gateTrustsLane", "true")   # a lane receipt would otherwise stand for the rerun
+    assert lanes(repo, "start", "demo", "--yes")[0] == 0
+    lane = provision(repo, "a")
+    put(lane, {"src/x": "1"})
+    assert done(lane)["passed"]
+    code, report = lanes_json(repo, "tick", "--no-receipts")
+    assert report["batch_state"] == "completed", report.get("reason")
+    assert [r.split("|")[0] for r in runs(repo, "c")] == ["lane", "scratch"]
+    assert [r["where"] for r in receipts(repo)] == ["lane"]     # nothing written by that tick

@@ -35,10 +35,25 @@ class CheckResult(NamedTuple):   # (a tuple: `dataclasses` costs `done` more sta
     passed: bool
     duration_ms: int
     output_tail: str
+    # (v4, SPEC §8.7, §8.8) left out of the JSON while unset, so a result is what it was before
+    cached: bool = False              # a receipt stood for the run
+    receipt: str | None = None        # that receipt's key
+    flaky: bool = False               # passed on a retry after failing
+    attempts: tuple = ()              # a flaky pass: the failed runs `{exit_code, signal, output_tail}`, then the pass
 
     def to_json(self) -> dict:
-        """`{id, command, exit_code, signal, passed, duration_ms, output_tail}`."""
-        return self._asdict()
+        """`{id, command, exit_code, signal, passed, duration_ms, output_tail}`, plus `cached`, `receipt`,
+        `flaky` and `attempts` when set."""
+        data = self._asdict()
+        for key in _OPTIONAL:
+            if not data[key]:
+                del data[key]
+        if "attempts" in data:
+            data["attempts"] = [dict(a) for a in data["attempts"]]
+        return data
+
+
+_OPTIONAL = ("cached", "receipt", "flaky", "attempts")
 
 
 # Terminal escape sequences: CSI (colours, cursor moves), OSC (titles, links), charset and two-byte ones.

@@ -45,8 +45,15 @@ class AcceptanceItem(_Strict):
     text: str
     check: str
     timeout: int | None = Field(default=None, ge=1)
+    inputs: list[str] | None = None     # (v4) what the check reads (SPEC §2, §8.7); None: the whole tree
+    receipts: bool | None = None        # (v4) false: the check never has a receipt (SPEC §8.7)
 
     _blank = field_validator("id", "text")(staticmethod(_not_blank))
+
+    @field_validator("inputs")
+    @classmethod
+    def _inputs(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else Intent._scope(value)
 
     @field_validator("check")
     @classmethod

@@ -199,7 +199,8 @@ def task_info(session: Session) -> dict[str, Any]:
         "intent_revision": intent.revision,
         "goal": intent.goal,
         "scope": list(intent.scope),
-        "acceptance": [dict(a) for a in intent.acceptance],
+        "acceptance": [{k: v for k, v in a.items() if (k, v) not in (("inputs", None), ("receipts", True))}
+                       for a in intent.acceptance],
         "revision_approved": intent.source == "revision",
         "unread": [item for item in _inbox_items(ctx) if not item["read"]],
     }
@@ -236,11 +237,15 @@ def _write_intent_file(worktree: str, path: str, text: str) -> None:
         f.write(data)
 
 
-def done(session: Session, *, cancelled: Callable[[], bool] | None = None) -> dict[str, Any] | None:
+def done(session: Session, *, cancelled: Callable[[], bool] | None = None, receipts: bool = True,
+         fail_fast: bool | None = None) -> dict[str, Any] | None:
     """`git lanes done`: snapshot the delivery, run the effective checks, record the attempt.
 
     Returns `{task_id, passed, tree, results[…]}` (plus `note` when the attempt has one); None when
     `cancelled()` says so once the checks ran (`run`'s Ctrl-C killed them): nothing is written.
+    v4: receipts stand for checks and the passes are kept (not with `receipts=False`, `--no-receipts`,
+    nor when the batch says so, §8.7); a failure is retried (`lanes.flakeRetries`, §8.8); with
+    `fail_fast` (default `lanes.failFast`) no check runs after the first failing one.
     """
     ctx = LaneContext.load(session)
     git = session.git
@@ -255,8 +260,14 @@ def done(session: Session, *, cancelled: Callable[[], bool] | None = None) -> di
             raise refused("nothing_to_deliver", "nothing to deliver")
         _write_intent_file(ctx.worktree, intent.path, intent.revision_text)
     tree = snapshot_tree(git, ctx.worktree, keep=True)   # its index answers "did the checks change it?"
+    from .receipts import book
+
+    found = book(git, where="lane", batch_id=ctx.batch.batch_id, clock=session.clock, warn=session.warn,
+                 batch_flag=ctx.batch.receipts, command_flag=receipts)
+    if fail_fast is None:
+        fail_fast = git.config_bool("lanes.failFast", False)
     try:
-        note, results = _check(ctx, intent, tree)
+        note, results = _check(ctx, intent, tree, found, fail_fast)
     except BaseException:
         git.work.drop_prepared(ctx.worktree)
         raise
@@ -271,6 +282,8 @@ def done(session: Session, *, cancelled: Callable[[], bool] | None = None) -> di
     ctx.update(lambda rec: {**rec, "qa_attempts": [*rec["qa_attempts"], attempt]},
                f"done {ctx.task_id}: {'passed' if passed else 'failed'}")
     crash_point("attempt-recorded")
+    if found is not None and (note is None or not note.startswith(CHANGED)):
+        found.flush()   # one write, after the lane's own (its lock taken last, SPEC §8.7)
     result: dict[str, Any] = {"task_id": ctx.task_id, "passed": passed, "tree": tree,
                               "results": [r.to_json() for r in results]}
     if note:
@@ -278,10 +291,15 @@ def done(session: Session, *, cancelled: Callable[[], bool] | None = None) -> di
     return result
 
 
-def _check(ctx: LaneContext, intent: LaneIntent, tree: str) -> tuple[str | None, list]:
+CHANGED = "checks changed the delivery"
+
+
+def _check(ctx: LaneContext, intent: LaneIntent, tree: str, receipts=None, fail_fast: bool = False) -> tuple[str | None, list]:
     """(note, results) of the delivery `tree`: refused when empty, failed without a check when it
-    leaves the scope, else the effective checks run in the lane, which must leave it as it was."""
-    from .checks import child_env, run_checks
+    leaves the scope, else the effective checks run in the lane (`checkrun`: receipts, flaky
+    retries, `fail_fast`), which must leave it as it was."""
+    from .checkrun import Spec, execute_all, flake_retries
+    from .checks import child_env
 
     git, lane = ctx.session.git, ctx.lane
     if tree == git.odb.tree_of(lane.base_head):
@@ -290,14 +308,17 @@ def _check(ctx: LaneContext, intent: LaneIntent, tree: str) -> tuple[str | None,
     if outside:   # the gate's own rule (SPEC §5 v3): fail now, before any check runs
         return "delivery_outside_scope: " + ", ".join(outside), []
     env = child_env(os.environ, git.local_env_vars, slug=ctx.slug, batch=ctx.batch.batch_id, task=ctx.task_id)
-    results = run_checks([(a["id"], a["check"], a["timeout"]) for a in intent.acceptance], cwd=ctx.worktree, env=env)
+    specs = [Spec(a["id"], a["check"], a["timeout"], inputs=a.get("inputs"), receipts=a.get("receipts", True),
+                  task=ctx.task_id) for a in intent.acceptance]
+    results = execute_all(specs, cwd=ctx.worktree, env_of=lambda _: env, tree=tree, book=receipts,
+                          retries=flake_retries(git, gate=False), fail_fast=fail_fast)
     try:
         after = tree if still_delivers(git, ctx.worktree, tree) else snapshot_tree(git, ctx.worktree)
     except GitError as exc:   # e.g. a check made an empty repository in the lane: Git cannot add it
         why = exc.stderr.splitlines()[0].strip() if exc.stderr else ""
-        return "checks changed the delivery: it can no longer be snapshotted" + (f" ({why})" if why else ""), results
+        return f"{CHANGED}: it can no longer be snapshotted" + (f" ({why})" if why else ""), results
     if after != tree:
-        return "checks changed the delivery: " + ", ".join(changed_paths(git, tree, after)), results
+        return f"{CHANGED}: " + ", ".join(changed_paths(git, tree, after)), results
     return None, results
 
 

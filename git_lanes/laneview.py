@@ -87,6 +87,7 @@ class LaneBatch(NamedTuple):
     revision: dict[str, str] | None    # the last approved revision: {intent_text, intent_content_hash}
     interventions: list[dict[str, str]]    # this task's since its last lane was archived, oldest first
     archived_runs: frozenset[str]          # runs `resume --restart` ended
+    receipts: bool | None = None           # (v4) false: the batch was started `--no-receipts` (§8.7)
 
     @classmethod
     def read(cls, session: "Session", slug: str, task_id: str) -> "LaneBatch | None":
@@ -146,7 +147,8 @@ class LaneBatch(NamedTuple):
                    intent_path=_get(identity, "intent_path", str, "identity") if identity is not None else None,
                    intent_hash=_get(identity, "intent_content_hash", str, "identity") if identity is not None else None,
                    revision=revisions[-1] if revisions else None, interventions=interventions,
-                   archived_runs=frozenset(r for r in archived if r is not None))
+                   archived_runs=frozenset(r for r in archived if r is not None),
+                   receipts=False if batch.get("receipts") is False else None)
 
 
 # -- the lane record ---------------------------------------------------------------------------------
@@ -180,14 +182,15 @@ class LaneIntent(NamedTuple):
     revision: int
     goal: str
     scope: list[str]
-    acceptance: list[dict[str, Any]]   # {id, text, check, timeout} (timeout in seconds, defaulted)
+    acceptance: list[dict[str, Any]]   # {id, text, check, timeout, inputs, receipts} (timeout in seconds, defaulted)
     source: str                        # "revision" or "authorized"
     revision_text: str | None          # the approved revision's text (written into the lane by `done`)
 
     @classmethod
     def of(cls, doc: dict[str, Any], path: str, source: str, text: str | None) -> "LaneIntent":
         acceptance = [{"id": a["id"], "text": a["text"], "check": a["check"],
-                       "timeout": a.get("timeout") or DEFAULT_TIMEOUT_S} for a in doc["acceptance"]]
+                       "timeout": a.get("timeout") or DEFAULT_TIMEOUT_S, "inputs": a.get("inputs"),
+                       "receipts": a.get("receipts") is not False} for a in doc["acceptance"]]
         return cls(path, doc["revision"], doc["goal"], list(doc["scope"]), acceptance, source, text)
 
 
@@ -217,6 +220,7 @@ def _validated(session: "Session", batch: LaneBatch) -> LaneIntent:
     parsed, source = effective_parsed(session, snap.record, batch.task_id)
     rev = last_revision(snap.record, batch.task_id)
     intent = parsed.intent
-    acceptance = [{"id": a.id, "text": a.text, "check": a.check, "timeout": a.timeout_s} for a in intent.acceptance]
+    acceptance = [{"id": a.id, "text": a.text, "check": a.check, "timeout": a.timeout_s, "inputs": a.inputs,
+                   "receipts": a.receipts is not False} for a in intent.acceptance]
     return LaneIntent(parsed.path, intent.revision, intent.goal, list(intent.scope), acceptance, source,
                       rev.intent_text if rev is not None and source == "revision" else None)

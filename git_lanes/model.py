@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_serializer, model_validator
 
 from .clock import now, parse_time  # noqa: F401 (the record's clock, re-exported)
-from .contracts import BATCH_RECORD, BATCH_REPORT, CONTRACTS, LANE_RECORD, STORE_LAYOUT  # noqa: F401 (re-exported)
+from .contracts import BATCH_RECORD, BATCH_REPORT, CONTRACTS, LANE_RECORD, RECEIPT, STORE_LAYOUT  # noqa: F401 (re-exported)
+from .checkmodel import CheckResultModel, CheckRun  # noqa: F401 (re-exported)
 from .ids import id_problem
 
 
@@ -78,7 +79,7 @@ class _Model(BaseModel):
 # that does not use them is stored (and reported) exactly as before and a v1 reader never meets them;
 # and `tracker_closed`, "only true" (§4): present once the issue is closed, absent before.
 _OPTIONAL_V1 = ("base_branch", "resumed_at", "gate_results", "record_tip", "remote", "claim", "released",
-                "branch_kept", "tracker_closed")
+                "branch_kept", "tracker_closed", "receipts")
 
 
 class _V3Model(_Model):
@@ -89,16 +90,6 @@ class _V3Model(_Model):
             if key in data and data[key] in (None, []):
                 del data[key]
         return data
-
-
-class CheckResultModel(_Model):
-    id: str
-    command: str
-    exit_code: int | None
-    signal: str | None
-    passed: bool
-    duration_ms: int = Field(ge=0)
-    output_tail: str
 
 
 class RemoteLocator(_Model):
@@ -294,6 +285,7 @@ class BatchRecord(_V3Model):
     archived_lanes: list[ArchivedLane] = []
     tracker_github: str | None = None
     candidate: Candidate | None = None
+    receipts: bool | None = None    # (v4) False: `start`/`run --no-receipts`, obeyed by every tick and `done` (§8.7)
     created_at: str
     updated_at: str
 
@@ -441,7 +433,7 @@ class Report(BaseModel):
 
 def contracts_manifest() -> dict[str, str]:
     return {"contract": CONTRACTS, "batch_record": BATCH_RECORD, "lane_record": LANE_RECORD,
-            "batch_report": BATCH_REPORT, "store_layout": STORE_LAYOUT}
+            "batch_report": BATCH_REPORT, "store_layout": STORE_LAYOUT, "receipt": RECEIPT}
 
 
 def schemas() -> dict[str, Any]:

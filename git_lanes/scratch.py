@@ -18,13 +18,14 @@ import os
 import shlex
 import shutil
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
-from .checks import CheckResult, child_env, last_lines, run_checks
+from .checks import CheckResult, child_env, last_lines
 from .store import flock_try, lock_path
 from .workspace import copy_ignored, run_setup
 
 if TYPE_CHECKING:
+    from .receipts import Receipts
     from .session import Session
 
 POOL = ("lanes", "scratch")
@@ -198,29 +199,53 @@ class Scratch:
         return self.path
 
     def run(self, commit: str, items: list[tuple[str, str, str, float]], *, slug: str, batch_id: str,
-            order: list[str]) -> list[CheckResult]:
+            order: list[str], specs: Mapping[tuple[str, str], tuple[list[str] | None, bool]] | None = None,
+            receipts: "Receipts | None" = None, fail_fast: bool = False, retries: int = 0,
+            stop: Callable[[], bool] | None = None) -> list[CheckResult]:
         """Run (task, id, command, timeout) items at `commit`, each distinct command once (the longest
         timeout wins; a shared run gets `GIT_LANES_TASK` empty and `GIT_LANES_TASKS` = its tasks in plan
-        order); the result of each item is reported as `<task>:<id>`."""
+        order), in the order of the items; the result of each item is reported as `<task>:<id>`.
+
+        v4 (SPEC §8.3, §8.7, §8.8): `specs` gives each (task, id) its declared `inputs` and whether it
+        may have a receipt (`engine.rerun_specs`); with a `receipts` book (`receipts.book(where=
+        "scratch")`) a check with a usable receipt does not run (`cached: true`) and each new pass is
+        kept, all written in one write at the end; a failure is retried up to `retries` times
+        (`lanes.gateFlakeRetries`), each after the worktree is cleaned again; `fail_fast` stops at
+        the first failing check (a candidate rerun), and `stop()`, asked before each check, stops
+        too (its candidate is gone): checks not run are left out of the results."""
         self.move_to(commit, slug=slug, batch_id=batch_id)
+        from .checkrun import Spec, execute
+
         groups: dict[tuple[str, ...], list[tuple[str, str, str, float]]] = {}
         for item in items:
             groups.setdefault(_command_key(item[2]), []).append(item)
         rank = {task: i for i, task in enumerate(order)}
+        tree = self.git.odb.tree_of(commit) if receipts is not None else ""
         shared: dict[tuple[str, ...], CheckResult] = {}
         for key, group in groups.items():
+            if stop is not None and stop():
+                break
             tasks = sorted(dict.fromkeys(task for task, *_ in group), key=lambda t: rank.get(t, len(rank)))
             env = child_env(os.environ, self.git.local_env_vars, slug=slug, batch=batch_id,
                             task=tasks[0] if len(tasks) == 1 else "")
             if len(tasks) > 1:
                 env["GIT_LANES_TASKS"] = " ".join(tasks)
             check_id, command = group[0][1], group[0][2]
-            shared[key] = run_checks([(check_id, command, max(t for *_, t in group))], cwd=self.path, env=env)[0]
+            declared = [(specs or {}).get((task, cid), (None, True)) for task, cid, *_ in group]
+            inputs = declared[0][0] if all(d[0] == declared[0][0] for d in declared) else None
+            spec = Spec(check_id, command, max(t for *_, t in group), inputs=inputs,
+                        receipts=all(d[1] for d in declared), task=tasks[0] if len(tasks) == 1 else "")
+            shared[key] = execute(spec, cwd=self.path, env=env, tree=tree, book=receipts, retries=retries,
+                                  before_retry=lambda: self.move_to(commit, slug=slug, batch_id=batch_id))
+            if fail_fast and not shared[key].passed:
+                break
+        if receipts is not None:
+            receipts.flush()
         results = []
         for task, check_id, command, _ in items:
-            r = shared[_command_key(command)]
-            results.append(CheckResult(f"{task}:{check_id}" if task else check_id, command, r.exit_code, r.signal,
-                                       r.passed, r.duration_ms, r.output_tail))
+            r = shared.get(_command_key(command))
+            if r is not None:
+                results.append(r._replace(id=f"{task}:{check_id}" if task else check_id, command=command))
         return results
 
 

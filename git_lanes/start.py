@@ -27,6 +27,7 @@ class StartOptions:
     executor_runtime: str | None = None
     worktree: str | None = None
     yes: bool = False
+    receipts: bool = True          # (v4) false: `--no-receipts`, recorded as `receipts: false` (§8.7)
 
 
 @dataclass
@@ -218,7 +219,7 @@ def build_record(s: Session, p: Prepared) -> BatchRecord:
         max_parallel=p.opts.max_parallel, children=children, final_checks=p.final_checks,
         revision_delegation=RevisionDelegation(confirmation_time=at) if p.opts.delegate_revisions else None,
         intent_identities={t.task_id: IntentIdentity(**t.identity()) for t in p.plan.tasks},
-        tracker_github=p.plan.tracker_github, created_at=at, updated_at=at)
+        tracker_github=p.plan.tracker_github, receipts=None if p.opts.receipts else False, created_at=at, updated_at=at)
 
 
 def _base_branch(s: Session, p: Prepared) -> str | None:

@@ -82,4 +82,7 @@ def plan_view(s: Session, slug: str, max_parallel: int) -> tuple[dict[str, Any],
     plan = s.plan_at(head, slug)
     differs = bool(s.git.toplevel) and any(e.path.startswith(f".lanes/{slug}/") for e in s.git.status())
     risks = {t.task_id: t.intent.risk for t in plan.tasks if t.intent.risk != "low"}
-    return plan.to_json(max_parallel), plan.title, differs, risks
+    doc = plan.to_json(max_parallel)
+    for child, task in zip(doc["children"], plan.tasks):   # (v4) what each check reads (SPEC §8.7)
+        child["checks"] = [{"id": a.id, "inputs": list(a.inputs) if a.inputs else None} for a in task.intent.acceptance]
+    return doc, plan.title, differs, risks

@@ -328,8 +328,14 @@ def release_stale(s: Session, slug: str) -> dict[str, Any]:
     integrated = [child.task_id for child in keep if child.state == "integrated"]
     if integrated:
         _record(s, slug, released=integrated)
-    return {"released": [_removed(c.task_id, c.lane.path, c.lane.branch, False) for c in keep
-                         if c.task_id in present], "skipped": skipped, "scratch": drop_scratch_pool(s)}
+    doc = {"released": [_removed(c.task_id, c.lane.path, c.lane.branch, False) for c in keep
+                        if c.task_id in present], "skipped": skipped, "scratch": drop_scratch_pool(s)}
+    from .receipts import prune
+
+    dropped = prune(s.git, s.git.config_int("lanes.receiptDays", 30), s.clock())   # SPEC §8.7 v4
+    if dropped:
+        doc["receipts_pruned"] = len(dropped)
+    return doc
 
 
 def drop_scratch_pool(s: Session) -> list[str]:

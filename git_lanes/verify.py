@@ -10,7 +10,7 @@ from .errors import usage
 from .gitio import branch_ref
 from .model import BatchRecord
 from .session import Session
-from .tick.engine import rerun_items
+from .tick.engine import rerun_items, rerun_specs
 from .tick.finish import final_verification
 
 
@@ -22,17 +22,22 @@ def task_of_commit(s: Session, record: BatchRecord, commit: str) -> str:
     return task
 
 
-def verify(s: Session, slug: str, rev: str | None) -> dict[str, Any]:
-    """{passed, head, results[...]}."""
+def verify(s: Session, slug: str, rev: str | None, receipts: bool = False) -> dict[str, Any]:
+    """{passed, head, results[...]}. With `receipts` (`--receipts`), this clone's scratch receipts stand
+    for runs (SPEC §8.7); none is ever written."""
     snap = s.batches.read(slug)
     if snap is None:
         raise usage(f"no batch for {slug}")
     record = snap.record
+    from .receipts import book
+
+    found = book(s.git, where="scratch", batch_id=record.batch_id, clock=s.clock, warn=s.warn, write=False,
+                 command_flag=receipts)
     if rev is None:
         head = s.git.refs.resolve(branch_ref(record.branch))
         if head is None:
             raise usage(f"no batch branch {record.branch}")
-        return final_verification(s, record, head).model_dump(mode="json")
+        return final_verification(s, record, head, found).model_dump(mode="json")
     commit = s.git.rev_parse(rev)
     if commit is None:
         raise usage(f"--commit: unknown revision {rev}")
@@ -42,7 +47,8 @@ def verify(s: Session, slug: str, rev: str | None) -> dict[str, Any]:
     with scratch.take(s, record.coordinator) as sc:
         try:
             results = sc.run(commit, rerun_items([(task, intent)]), slug=slug, batch_id=record.batch_id,
-                             order=[c.task_id for c in record.children])
+                             order=[c.task_id for c in record.children], specs=rerun_specs([(task, intent)]),
+                             receipts=found)
         except scratch.SetupFailed as failed:
             results = [failed.result]
     return {"passed": all(r.passed for r in results), "head": commit, "results": [r.to_json() for r in results]}

@@ -23,7 +23,8 @@ FAMILIES = ("refs/notes/lanes/", "refs/heads/imm/", "refs/heads/imm-lane/")
 def refs(root: Path) -> dict[str, str]:
     out = git(root, "for-each-ref", "--format=%(refname) %(objectname)")
     pairs = (line.rsplit(" ", 1) for line in out.splitlines())
-    return {name: oid for name, oid in pairs if name.startswith(FAMILIES)}
+    # (v4, SPEC §8.7) a clone's receipts are its own: push and pull leave them where they are
+    return {name: oid for name, oid in pairs if name.startswith(FAMILIES) and "/lanes/receipts/" not in name}
 
 
 def record_json(root: Path) -> dict:

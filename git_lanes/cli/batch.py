@@ -36,6 +36,8 @@ def plan_cmd(slug: str, max_parallel: int, as_json: bool) -> None:
         deps = f" (after {', '.join(c['blocked_by'])})" if c["blocked_by"] else ""
         risk = f" [risk: {risks[c['task_id']]}]" if c["task_id"] in risks else ""
         render.say(f"  {c['task_id']}{deps}: {', '.join(c['scope'])}{risk}")
+        for check in c.get("checks", []):
+            render.say(f"    {check['id']} reads " + (", ".join(check["inputs"]) if check["inputs"] else "the whole tree"))
     for i, wave in enumerate(doc["waves"], 1):
         render.say(f"wave {i}: {', '.join(wave)}")
     seen: set[str] = set()
@@ -64,8 +66,9 @@ def start_cmd(slug, as_json, yes, **kw) -> None:
               help='{"task_id", "kind", "text", "session_state"}')
 @click.option("--max-parallel", type=click.IntRange(min=1), default=None,
               help="Assert the recorded --max-parallel.")
+@click.option("--no-receipts", "no_receipts", is_flag=True, help="No receipt stands for a check, none is written.")
 @json_option
-def tick_cmd(slug, offers, instruct, max_parallel, as_json) -> None:
+def tick_cmd(slug, offers, instruct, max_parallel, no_receipts, as_json) -> None:
     """Reconcile once: observe lanes, integrate, admit offers, hand off."""
     from ..decisions.instruction import parse_instruction
     from ..errors import usage
@@ -82,7 +85,7 @@ def tick_cmd(slug, offers, instruct, max_parallel, as_json) -> None:
             raise usage(f"invalid --instruct: not JSON ({exc})") from None
         instruction = parse_instruction(value)
     render.outcome(run_tick(s, slug, Request(offers=parsed_offers, instruction=instruction,
-                                             max_parallel=max_parallel)), as_json)
+                                             max_parallel=max_parallel, receipts=not no_receipts)), as_json)
 
 
 def _view(name: str, slug: str | None, *args):
@@ -99,7 +102,14 @@ def _view(name: str, slug: str | None, *args):
 def status_cmd(slug, as_json) -> None:
     """The report of the latest batch, from the stored record (never writes)."""
     report = _view("status", slug)
-    render.emit_json(report) if as_json else render.report(report)
+    if as_json:
+        render.emit_json(report)
+        return
+    render.report(report)
+    from ..flakes import flakes   # (v4, SPEC §8.8) the batch's flaky checks, for people
+
+    for f in flakes(session(), [report["slug"]]):
+        render.say(f"flaky: {f['task'] + ':' if f['task'] else ''}{f['check']} ({f['count']}x, last {f['last_seen']})")
 
 
 @cli.command("show")
@@ -175,13 +185,14 @@ def integrate_cmd(slug, tasks, slug_named, as_json) -> None:
 @slug_arg
 @click.option("--commit", "rev", default=None, metavar="REV",
               help="Run the acceptance checks of the task REV integrated, on REV.")
+@click.option("--receipts", "receipts", is_flag=True, help="Let this clone's scratch receipts stand for runs.")
 @json_option
-def verify_cmd(slug, rev, as_json) -> None:
+def verify_cmd(slug, rev, receipts, as_json) -> None:
     """Run the final checks on the batch head (or one task's checks on its commit); never writes."""
     from ..verify import verify
 
     s = session()
-    doc = verify(s, s.choose_slug(slug), rev)
+    doc = verify(s, s.choose_slug(slug), rev, receipts=receipts)
     if as_json:
         render.emit_json(doc)
     else:

@@ -81,6 +81,8 @@ def start_options(f):
                      help="A contract manifest or git-lanes installation the lanes will run."),
         click.option("--worktree", type=PATH, default=None,
                      help="Create the coordinator as a new worktree at DIR."),
+        click.option("--no-receipts", "no_receipts", is_flag=True,
+                     help="No receipts in this batch (recorded: every tick and done obeys it)."),
         click.option("--yes", is_flag=True, help="Confirm without a prompt."),
     ]
     for o in reversed(opts):
@@ -89,12 +91,13 @@ def start_options(f):
 
 
 def start_opts(max_parallel, max_children, qa_failure_limit, final_checks, delegate_revisions, executor_runtime,
-               worktree, yes):
+               worktree, yes, no_receipts=False):
     from ..start import StartOptions
 
     return StartOptions(max_parallel=max_parallel, max_children=max_children, qa_failure_limit=qa_failure_limit,
                         final_checks=list(final_checks) or None, delegate_revisions=delegate_revisions,
-                        executor_runtime=executor_runtime, worktree=worktree, yes=yes)
+                        executor_runtime=executor_runtime, worktree=worktree, yes=yes,
+                        receipts=not no_receipts)
 
 
 def confirm_fn(yes: bool):

@@ -205,8 +205,9 @@ def show(doc: dict) -> None:
         for a in lr["qa_attempts"]:
             failed = [failure_line(r) for r in a["results"] if not r["passed"]]
             why = "; ".join(([a["note"]] if a.get("note") else []) + failed)
+            flaky = [r["id"] for r in a["results"] if r.get("flaky")]
             say(f"    {a['at']} {'passed' if a['passed'] else 'failed'}, tree {a['tree'][:12]}"
-                + (f": {why}" if why else ""))
+                + (f": {why}" if why else "") + (f" (flaky: {', '.join(flaky)})" if flaky else ""))
         if lr.get("gave_up"):
             say(f"  gave up at {lr['gave_up']['at']}: {lr['gave_up']['text']}")
 
@@ -217,7 +218,9 @@ def check_results(results: list[dict], limit: int | None = None) -> None:
 
     for r in results:
         if r["passed"]:
-            say(f"ok   {r['id']}: {r['command']}")
+            how = " (cached: receipt " + r["receipt"][:12] + ")" if r.get("cached") and r.get("receipt") else ""
+            how += f" (flaky: passed on run {len(r.get('attempts') or [])})" if r.get("flaky") else ""
+            say(f"ok   {r['id']}: {r['command']}{how}")
             continue
         say(f"FAIL {r['id']} ({status_text(r)}): {r['command']}")
         for line in tail_lines(r["output_tail"], limit or 1):

@@ -89,6 +89,7 @@ from ..store import fetch_lock
 from .records import Records
 
 FAMILIES = ("refs/notes/lanes/", "refs/heads/imm/", "refs/heads/imm-lane/")
+RECEIPTS = "refs/notes/lanes/receipts/"   # (v4, SPEC §8.7) each clone's own: not carried (lanes.shareReceipts: not yet)
 TRACKING_ROOT = "refs/lanes-remotes/"
 
 # Per-ref statuses of `push` / `pull` (public interface: scripts match on them).
@@ -156,14 +157,14 @@ def fetch(git: Git, target: str, prefix: str) -> dict[str, str]:
         fetch_mirror(git, target, specs, guarded=prefix)
         mirrored = git.refs.under(prefix.rstrip("/"))
     return {"refs/" + name[len(prefix):]: oid for name, oid in mirrored.items()
-            if name.startswith(prefix)}
+            if name.startswith(prefix) and not ("refs/" + name[len(prefix):]).startswith(RECEIPTS)}
 
 
 def _local(git: Git) -> dict[str, str]:
     values: dict[str, str] = {}
     for fam in FAMILIES:
         values.update(git.refs.under(fam.rstrip("/")))
-    return {ref: oid for ref, oid in values.items() if ref.startswith(FAMILIES)}
+    return {ref: oid for ref, oid in values.items() if ref.startswith(FAMILIES) and not ref.startswith(RECEIPTS)}
 
 
 def _relation(git: Git, ours: str | None, theirs: str | None) -> str:

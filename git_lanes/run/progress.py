@@ -95,3 +95,9 @@ def child_rows(report: dict[str, Any], track: dict[str, Track], active: dict[str
             extra.append(c["reason"])
         rows.append(f"  {task:<{width}}  {state:<14} {elapsed:>8}  {'; '.join(extra)}".rstrip())
     return rows
+
+
+def flaky_note(task: str, results: list[dict[str, Any]]) -> str:
+    """`; flaky: <task>:<id>, …` for the flaky passes among a `done`'s results (SPEC §8.8 v4), else ""."""
+    flaky = [f"{task}:{r['id']}" for r in results if r.get("flaky")]
+    return "; flaky: " + ", ".join(flaky) if flaky else ""

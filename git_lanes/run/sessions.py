@@ -23,6 +23,7 @@ from ..procs import Group
 from ..session import Session
 from ..snapshot import still_delivers
 from .occupancy import Busy, Occupancy
+from .progress import flaky_note
 from .prompts import build_prompt, failing_checks
 
 if TYPE_CHECKING:
@@ -228,7 +229,8 @@ class Sessions:
             if last is not None and not (last.passed and not still_delivers(ls.git, sess.lane_path, last.tree,
                                                                             keep=True)):
                 sess.delivered = True
-                return "ran done: " + verdict(last.passed, [r.model_dump() for r in last.results], last.note)
+                results = [r.model_dump() for r in last.results]
+                return "ran done: " + verdict(last.passed, results, last.note) + flaky_note(sess.task_id, results)
             if last is not None:   # its `done` passed, then it changed the lane: that delivery is checked now
                 changed = "changed the lane after its done; "
         if child.correction_due:
@@ -246,7 +248,8 @@ class Sessions:
         crash_point("session-done")
         sess.delivered = True
         _log_done(sess.log_path, doc)
-        return changed + "done: " + verdict(doc["passed"], doc["results"], doc.get("note"))
+        return changed + "done: " + verdict(doc["passed"], doc["results"], doc.get("note")) + flaky_note(sess.task_id,
+                                                                                                   doc["results"])
 
     # -- waiting ----------------------------------------------------------------------------------------
 

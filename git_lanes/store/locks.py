@@ -328,6 +328,18 @@ def evidence_lock(git: "Git", timeout: float | None = None,
         yield
 
 
+@contextmanager
+def receipts_lock(git: "Git", ref: str, timeout: float | None = None,
+                  warn: Callable[[str], None] | None = None) -> Iterator[None]:
+    """`receipts` (SPEC §8.7 v4): every writer of a clone's receipts ref, a lane's `done` beside the
+    coordinator's ticks; always taken last, after any other lock."""
+    wait = _timeout(git, timeout)
+    with flock(os.path.join(lock_dir(git), "receipts"), wait,
+               f"another git-lanes command holds the receipts lock (waited {wait:g} s)"):
+        _remove_ref_lock(git, ref, warn or git.warn)
+        yield
+
+
 def _remove_ref_lock(git: "Git", ref: str, warn: Callable[[str], None]) -> None:
     """Remove the Git `.lock` of a loose ref whose writers all hold the lock we hold."""
     path = os.path.join(git.common_dir, *ref.split("/")) + ".lock"

@@ -136,6 +136,12 @@ def rerun_items(intents: list[tuple[str, "Intent"]]) -> list[tuple[str, str, str
     return [(task, a.id, a.check, float(a.timeout_s)) for task, intent in intents for a in intent.acceptance]
 
 
+def rerun_specs(intents: list[tuple[str, "Intent"]]) -> dict[tuple[str, str], tuple[list[str] | None, bool]]:
+    """{(task, check id): (declared `inputs` or None, whether it may have a receipt)} (SPEC §8.7 v4)."""
+    return {(task, a.id): (list(a.inputs) if a.inputs else None, a.receipts is not False)
+            for task, intent in intents for a in intent.acceptance}
+
+
 def fast_forward(git: "Git", coordinator: str, branch: str, head: str, candidate: str, mark: str) -> None:
     """`merge --ff-only` in the coordinator, only from the head we checked (Git's own CAS). The file
     `mark` (`store.fast_forward_mark`) exists from just before the merge until it succeeded: a kill
@@ -160,12 +166,17 @@ def evidence_note(record: "BatchRecord", child: "Child", attempt: "QaAttempt | N
                   identity: dict[str, Any] | None) -> dict[str, Any]:
     lane = child.lane
     passed = attempt.model_dump(mode="json") if attempt else None   # results as recorded: 4 KiB tails (§2.1)
-    return {
+    note = {
         "batch_id": record.batch_id, "task_id": child.task_id,
         "lane_base": lane.base_head if lane else None, "lane_commit": lane.lane_commit if lane else None,
         "executor_commits": list(lane.executor_commits) if lane else [],
         "attempt": passed, "rerun": [r.to_json() for r in rerun], "intent_identity": identity,
     }
+    # (v4, SPEC §8.8) the commit is flagged when a check passed only on a retry, in its lane or on it
+    flaky = [r["id"] for r in (passed or {}).get("results", []) if r.get("flaky")] + [r.id for r in rerun if r.flaky]
+    if flaky:
+        note["flaky"] = flaky
+    return note
 
 
 @dataclass

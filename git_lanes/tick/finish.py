@@ -26,6 +26,7 @@ from .state import TickState
 
 if TYPE_CHECKING:
     from ..model import BatchRecord, Child
+    from ..receipts import Receipts
     from ..session import Session
 
 
@@ -64,10 +65,12 @@ def _refuse_offer(t: TickState, task_id: str, where: dict[str, Any], reason: str
 
 # -- step 12: complete -------------------------------------------------------------------------------------
 
-def final_verification(s: "Session", record: "BatchRecord", head: str) -> FinalVerification:
-    """The batch's final checks, in order, in a scratch worktree at `head` (SPEC §10.3)."""
+def final_verification(s: "Session", record: "BatchRecord", head: str, receipts: "Receipts | None" = None) -> FinalVerification:
+    """The batch's final checks, in order, in a scratch worktree at `head` (SPEC §10.3): all of them,
+    each looked up in `receipts` first (§8.7) and retried up to `lanes.flakeRetries` (§8.8)."""
     from .. import scratch
-    from ..checks import CheckResult, child_env, run_command
+    from ..checkrun import Spec, execute_all, flake_retries
+    from ..checks import CheckResult, child_env
     from ..ids import validate_final_check
     from ..model import CheckResultModel
 
@@ -80,9 +83,13 @@ def final_verification(s: "Session", record: "BatchRecord", head: str) -> FinalV
                 results.append(failed.result)
             else:
                 env = child_env(os.environ, s.git.local_env_vars, slug=record.slug, batch=record.batch_id, task="")
-                for index, command in enumerate(record.final_checks, 1):
-                    results.append(run_command(f"final-{index}", command, cwd=sc.path, env=env, timeout=FINAL_TIMEOUT,
-                                               argv=validate_final_check(command)))
+                specs = [Spec(f"final-{index}", command, FINAL_TIMEOUT, argv=validate_final_check(command))
+                         for index, command in enumerate(record.final_checks, 1)]
+                results = execute_all(specs, cwd=sc.path, env_of=lambda _: env, tree=s.git.odb.tree_of(head),
+                                      book=receipts, retries=flake_retries(s.git, gate=False),
+                                      before_retry=lambda: sc.move_to(head, slug=record.slug, batch_id=record.batch_id))
+                if receipts is not None:
+                    receipts.flush()
     return FinalVerification(passed=all(r.passed for r in results), head=head,
                              results=[CheckResultModel(**r.to_json()) for r in results])
 
@@ -94,7 +101,11 @@ def complete(t: TickState) -> bool:
     rec = t.record
     if rec.batch_state != "running" or not lifecycle.done(rec):
         return True
-    fv = final_verification(t.s, rec, t.head)
+    from ..receipts import book
+
+    receipts = book(t.git, where="scratch", batch_id=rec.batch_id, clock=t.s.clock, warn=t.s.warn,
+                    batch_flag=rec.receipts, command_flag=t.req.receipts)
+    fv = final_verification(t.s, rec, t.head, receipts)
     rec.final_verification = fv
     rec.batch_state = "completed"
     if fv.passed:

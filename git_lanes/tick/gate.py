@@ -23,10 +23,16 @@ if TYPE_CHECKING:
 
 def rerun(s: "Session", slug: str, pending: Pending) -> None:
     """Run the candidate's checks in a scratch worktree of the pool (no slug lock held)."""
+    from ..checkrun import flake_retries
+    from ..receipts import book
+
+    receipts = book(s.git, where="scratch", batch_id=pending.batch_id, clock=s.clock, warn=s.warn,
+                    command_flag=pending.receipts)
     with scratch.take(s, pending.coordinator) as sc:
         try:
             pending.results = sc.run(pending.candidate.commit, pending.items, slug=slug, batch_id=pending.batch_id,
-                                     order=pending.order)
+                                     order=pending.order, specs=pending.specs, receipts=receipts, fail_fast=True,
+                                     retries=flake_retries(s.git, gate=True))
             pending.setup_failure = None
         except scratch.SetupFailed as failed:
             pending.results = []

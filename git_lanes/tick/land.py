@@ -40,6 +40,8 @@ class Pending:
     extras: "Extras | None" = None                # what the tick that recorded it reports (refusals, ...)
     reason: str | None = None
     coordinator: str | None = None                # where the scratch worktree's `lanes.copy` files come from
+    specs: dict = field(default_factory=dict)     # (v4) {(task, id): (inputs, receipts allowed)} (`engine.rerun_specs`)
+    receipts: bool = True                         # (v4) receipts apply (the batch's and the command's say, §8.7)
 
 
 # -- step 8 -----------------------------------------------------------------------------------------
@@ -163,7 +165,8 @@ def pending_for(t: TickState, child: "Child", candidate: Candidate, held: Held, 
                                if sib.commit in since_base and sib.task_id != child.task_id]
     intents = [(task, authority.effective_intent(t.s, rec, task)) for task in tasks]
     return Pending(rec.batch_id, candidate, engine.rerun_items(intents), [c.task_id for c in rec.children], held,
-                   schedule=t.schedule, rebuilt=rebuilt, coordinator=rec.coordinator)
+                   schedule=t.schedule, rebuilt=rebuilt, coordinator=rec.coordinator,
+                   specs=engine.rerun_specs(intents), receipts=t.req.receipts and rec.receipts is not False)
 
 
 def mark_integrated(t: TickState, child: "Child", commit: str, rerun: list["CheckResult"]) -> None:

@@ -22,6 +22,7 @@ class Request:
     only: set[str] | None = None                            # observe, commit and integrate these children only
     actor: str = "tick"
     closes_issues: bool = True                              # step 10 (`integrate` leaves it to the next tick)
+    receipts: bool = True                                   # (v4) false: `tick --no-receipts` (§8.7)
 
     @property
     def has_requests(self) -> bool:

@@ -1,0 +1,87 @@
+"""One check as git-lanes runs it (SPEC §8.7, §8.8 v4): a receipt look-up first, then the run, then
+flaky retries on the same tree, then the receipt of a pass.
+
+Used by `done` (in the lane), the candidate reruns (`scratch.Scratch.run`) and the final checks;
+`verify` runs its checks the same way, with a book that never writes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Sequence
+
+from .checks import MISSING_EXIT_CODE, CheckResult, run_command
+
+if TYPE_CHECKING:
+    from .receipts import Receipts
+
+
+class Spec(NamedTuple):
+    """A check to run: its id (as reported), command, timeout, and what its receipt needs."""
+    id: str
+    command: str
+    timeout: float
+    argv: Sequence[str] | None = None       # its words (default: the command split with shlex)
+    inputs: Sequence[str] | None = None     # declared `inputs` (None: the whole tree)
+    receipts: bool = True                   # false: `receipts = false` on its acceptance item
+    task: str = ""                          # the task the receipt names
+
+
+def retriable(result: CheckResult) -> bool:
+    """A failure worth running again (SPEC §8.8): a non-zero exit other than 127; a timeout or a
+    signal never."""
+    return result.exit_code not in (None, 0, MISSING_EXIT_CODE)
+
+
+def flake_retries(git, gate: bool) -> int:
+    """`lanes.gateFlakeRetries` (default 0) for candidate reruns, else `lanes.flakeRetries` (default 1)."""
+    value = git.config_int("lanes.gateFlakeRetries", 0) if gate else git.config_int("lanes.flakeRetries", 1)
+    return max(0, value)
+
+
+def execute(spec: Spec, *, cwd: str, env: Mapping[str, str], tree: str, book: "Receipts | None" = None,
+            retries: int = 0, before_retry: Callable[[], None] | None = None) -> CheckResult:
+    """The result of `spec` on `tree` (checked out at `cwd`): a usable receipt's (`cached: true`,
+    nothing runs), else the run's, retried up to `retries` times after a failure that may be flaky
+    (each after `before_retry()`); a pass on a retry is `flaky: true` with its `attempts` and gets no
+    receipt; a first-time pass is handed to `book` to keep."""
+    from .checks import split_command
+
+    key = None
+    if book is not None and spec.receipts:
+        try:
+            argv = list(spec.argv) if spec.argv is not None else split_command(spec.command)
+        except Exception:
+            argv = None
+        key = book.key(argv, spec.inputs, tree, cwd=cwd, env=env) if argv else None
+    if key is not None:
+        hit = book.lookup(key)
+        if hit is not None:
+            return CheckResult(spec.id, spec.command, 0, None, True, hit["duration_ms"], hit["output_tail"],
+                               cached=True, receipt=key.key)
+    result = run_command(spec.id, spec.command, cwd=cwd, env=env, timeout=spec.timeout, argv=spec.argv)
+    failed: list[dict] = []
+    while not result.passed and retriable(result) and len(failed) < retries:
+        failed.append({"exit_code": result.exit_code, "signal": result.signal, "output_tail": result.output_tail})
+        if before_retry is not None:
+            before_retry()
+        result = run_command(spec.id, spec.command, cwd=cwd, env=env, timeout=spec.timeout, argv=spec.argv)
+    if failed and result.passed:
+        runs = (*failed, {"exit_code": result.exit_code, "signal": result.signal, "output_tail": result.output_tail})
+        return result._replace(flaky=True, attempts=runs)
+    if result.passed and key is not None:
+        book.add(key, result, tree=tree, task_id=spec.task)
+    return result
+
+
+def execute_all(specs: Sequence[Spec], *, cwd: str, env_of: Callable[[Spec], Mapping[str, str]], tree: str,
+                book: "Receipts | None" = None, retries: int = 0, fail_fast: bool = False,
+                before_retry: Callable[[], None] | None = None) -> list[CheckResult]:
+    """Every spec in order (`execute`); with `fail_fast`, none after the first failure."""
+    results = []
+    for spec in specs:
+        result = execute(spec, cwd=cwd, env=env_of(spec), tree=tree, book=book, retries=retries,
+                         before_retry=before_retry)
+        results.append(result)
+        if fail_fast and not result.passed:
+            break
+    return results

@@ -152,6 +152,13 @@ def verify_lock_path(git: "Git", slug: str) -> str:
     return os.path.join(lock_dir(git), f"{slug}.verify")
 
 
+def candidate_lock_path(git: "Git", slug: str, task_id: str) -> str:
+    """`verify/<slug>/<task_id>`: the verifier of the candidate of one child of the window (SPEC §8.9 v4)."""
+    check_id(slug, "slug")
+    check_id(task_id, "task id")
+    return os.path.join(lock_dir(git), "verify", slug, task_id)
+
+
 def run_lock(git: "Git", slug: str) -> Held:
     """Take `<slug>.run` for a loop that drives the batch of `slug` (SPEC §13: one executor session per
     lane, so one driver per slug), writing this process's pid into it; `batch_busy` at once when another

@@ -39,33 +39,42 @@ def same(a, b) -> bool:
     return (a.task_id, a.commit, a.head) == (b.task_id, b.commit, b.head)
 
 
+def park_failed(t: TickState, child, commit: str, failed: list, after: list[str]) -> None:
+    """Park the child of a candidate whose checks failed (dropping the candidates after it)."""
+    from ..model import CheckResultModel
+
+    child.gate_results = [r if isinstance(r, CheckResultModel) else CheckResultModel(**r.to_json()) for r in failed]
+    t.park(child, f"batch_integration_check_failed: {', '.join(r.id for r in failed)} failed on candidate {commit}")
+    if after:
+        t.events.append(f"candidate of {', '.join(after)} dropped ({child.task_id} failed)")
+
+
 def land(t: TickState) -> bool:
     """Step 9, first part (under the slug's lock again): the verdict on the verified candidate, if it
     is still in the window — its child parked, or the candidate recorded passed."""
-    from .. import lifecycle
-
     pending = t.landing
     rec = t.record
     if pending is None or pending.stopped or rec.batch_state != "running":
         return True   # stopped, or its candidate left the window: nothing of ours to judge
     cand = next((c for c in rec.candidates if same(c, pending.candidate)), None)
-    if cand is None or cand.state == "passed":
+    if cand is None or cand.state != "verifying":
         return True
     child = rec.child(cand.task_id)
     failed = [r for r in pending.results if not r.passed]
     from ..model import CheckResultModel
 
+    if failed and pending.setup_failure is None and any(c.state != "passed" for c in rec.candidates[:rec.candidates.index(cand)]):
+        # its tree holds the changes of the candidates before it, not judged yet: a failure may be theirs
+        cand.state = "waiting"
+        cand.results = [CheckResultModel(**r.to_json()) for r in pending.results]
+        t.events.append(f"{child.task_id} failed, waiting for the candidates before it")
+        return True
     if pending.setup_failure is not None or failed:
         after = [c.task_id for c in rec.candidates[rec.candidates.index(cand) + 1:]]
         if pending.setup_failure is not None:
             t.park(child, f"batch_integration_setup_failed: {pending.setup_failure}")
         else:
-            child.gate_results = [CheckResultModel(**r.to_json()) for r in failed]
-            t.park(child, f"batch_integration_check_failed: {', '.join(r.id for r in failed)} failed on candidate "
-                          f"{cand.commit}")
-        lifecycle.drop_candidates(rec, child.task_id)   # parking dropped them already
-        if after:
-            t.events.append(f"candidate of {', '.join(after)} dropped ({child.task_id} failed)")
+            park_failed(t, child, cand.commit, failed, after)
         t.write()
         return True
     cand.state = "passed"

@@ -6,6 +6,8 @@
              fast-forward, each with its own evidence)
     fill     the window is filled up to `verify_window` with the lane-committed children in settle
              order, each built on the commit of the one before it (merge-tree, identity, intents)
+    judge    a candidate that failed while one before it was unjudged (`waiting`) parks once every
+             one before it passed (a failure of its own, not theirs)
     collect  a `Pending` for each candidate to verify whose lock `verify/<slug>/<task_id>` is free
              (taken here, under the slug's lock, before the candidates are written)
 
@@ -34,6 +36,7 @@ def integrate(t: TickState) -> bool:
     try:
         _chain(t)
         _land_front(t)
+        _judge_waiting(t)
         added = _fill(t, rec.verify_window or 1)
         _collect(t)
     except BaseException:
@@ -95,6 +98,21 @@ def _land_front(t: TickState) -> None:
         t.landed = True
 
 
+def _judge_waiting(t: TickState) -> None:
+    """A candidate that failed while one before it was not judged yet waits for them; once every one
+    before it passed, the failure is its own: its child parks (the candidates after it are dropped)."""
+    from .gate import park_failed
+
+    rec = t.record
+    for i, cand in enumerate(rec.candidates):
+        if cand.state == "waiting":
+            park_failed(t, rec.child(cand.task_id), cand.commit, [r for r in cand.results if not r.passed],
+                        [c.task_id for c in rec.candidates[i + 1:]])
+            return
+        if cand.state != "passed":
+            return
+
+
 def _fill(t: TickState, window: int) -> bool:
     rec = t.record
     order = {c.task_id: i for i, c in enumerate(rec.children)}
@@ -112,8 +130,7 @@ def _fill(t: TickState, window: int) -> bool:
             t.park(child, park.reason)
             t.write()
             continue
-        rec.candidates.append(Candidate(task_id=child.task_id, commit=commit, head=on, at=t.s.clock(),
-                                        state="waiting"))
+        rec.candidates.append(Candidate(task_id=child.task_id, commit=commit, head=on, at=t.s.clock()))
         t.events.append(f"candidate {child.task_id}")
         added = True
     return added
@@ -125,8 +142,8 @@ def _collect(t: TickState) -> None:
     rec = t.record
     mine = t.landing
     for i, cand in enumerate(rec.candidates):
-        if cand.state == "passed":
-            continue
+        if cand.state != "verifying":
+            continue   # passed (it lands in order), or failed and waiting for the ones before it
         if mine is not None and mine.candidate.task_id == cand.task_id and mine.held.fd is not None \
                 and all(p.held is not mine.held for p in t.pendings):
             held = mine.held
@@ -134,6 +151,5 @@ def _collect(t: TickState) -> None:
             held = flock_try(candidate_lock_path(t.git, t.slug, cand.task_id))
             if held is None:
                 continue   # a live verifier has it
-        cand.state = "verifying"
         t.pendings.append(land.pending_for(t, rec.child(cand.task_id), cand, held,
                                            [c.task_id for c in rec.candidates[:i]]))

@@ -49,7 +49,9 @@ class Verifier:
                 return False
             for p in pendings:
                 self._inflight.append(p)
-                threading.Thread(target=self._rerun, args=(p,), name=f"verify-{p.candidate.task_id}",
+                # its session made here, in the thread that asks: with one candidate at a time the Git
+                # calls come in the same order every time (the crash matrix replays them)
+                threading.Thread(target=self._rerun, args=(p, self._session(p)), name=f"verify-{p.candidate.task_id}",
                                  daemon=True).start()
         return True
 
@@ -59,9 +61,9 @@ class Verifier:
         where = p.coordinator if p is not None and p.coordinator and os.path.isdir(p.coordinator) else None
         return Session(cwd=where or self.s.git.cwd, warn=self.s.warn, clock=self.s.clock)
 
-    def _rerun(self, p: Pending) -> None:
+    def _rerun(self, p: Pending, session) -> None:
         try:
-            gate.rerun(self._session(p), self.slug, p)
+            gate.rerun(session, self.slug, p)
         except BaseException as exc:   # handed to the thread that lands: it stops the others and raises it
             self._done.put((p, exc))
         else:
@@ -70,8 +72,9 @@ class Verifier:
     def run(self, pendings: list[Pending]) -> "Outcome | None":
         """Verify `pendings` and whatever their landings record next; the outcome of the last landing
         (None: nothing was landed or judged, e.g. cancelled)."""
+        ws = self._session(pendings[0] if pendings else None)
         self.add(pendings)
-        watcher = threading.Thread(target=self._watch, name="verify-watch", daemon=True)
+        watcher = threading.Thread(target=self._watch, args=(ws,), name="verify-watch", daemon=True)
         watcher.start()
         try:
             while True:
@@ -124,8 +127,11 @@ class Verifier:
                 self._inflight.remove(p)
             p.held.release()
 
-    def _watch(self) -> None:
-        ws = None
+    def _watch(self, ws) -> None:
+        """The record read again whenever its ref moved (a look at one file, every `POLL` seconds)."""
+        ref = ws.batches.ref(self.slug)
+        seen = ws.git.refs.resolve(ref)
+        record: Any = None
         wait = POLL
         while not self._quit.wait(wait):
             with self._mutex:
@@ -133,16 +139,18 @@ class Verifier:
             wait = POLL
             if not live:
                 continue
-            try:
-                ws = ws or self._session(live[0])
-                snap = ws.batches.read(self.slug)
-            except Exception:   # a record being rewritten, a session that failed: the next look decides
-                continue
-            record: Any = snap.record if snap is not None else None
+            tip = ws.git.refs.resolve(ref)
+            if tip != seen:
+                try:
+                    snap = ws.batches.read(self.slug)
+                except Exception:   # a record being rewritten: the next look decides
+                    continue
+                seen, record = tip, (snap.record if snap is not None else False)   # False: the record is gone
             for p in live:
-                if p.stopped or record is None or record.batch_state != "running" \
-                        or not any(gate.same(c, p.candidate) for c in record.candidates):
+                if not p.stopped and record is not None and (
+                        record is False or record.batch_state != "running"
+                        or not any(gate.same(c, p.candidate) for c in record.candidates)):
                     p.stopped = True
-                    if p.thread is not None:
-                        kill_thread(p.thread)
+                if p.stopped and p.thread is not None:
+                    kill_thread(p.thread)
                     wait = STOPPING

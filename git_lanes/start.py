@@ -27,7 +27,7 @@ class StartOptions:
     executor_runtime: str | None = None
     worktree: str | None = None
     yes: bool = False
-    verify_window: int | None = None   # (v4) candidates verified at once; None: lanes.verifyWindow, else min(4, max_parallel)
+    verify_window: int | None = None   # (v4) candidates verified at once (None: `verify_window()` decides)
 
 
 @dataclass
@@ -194,7 +194,8 @@ def confirmation_text(p: Prepared) -> str:
              f"  base          {p.head}",
              f"  branch        {batch_branch(p.slug)}" + (" (continued)" if p.continues else ""),
              f"  coordinator   {p.coordinator}",
-             f"  max parallel  {o.max_parallel}" + (f", verify window {o.verify_window}" if o.verify_window else ""),
+             f"  max parallel  {o.max_parallel}" + (f", verify window {o.verify_window}" if o.verify_window
+                                                      else ""),
              f"  budget        max_children {o.max_children or len(p.plan.tasks)}, "
              f"qa_failure_limit {o.qa_failure_limit}",
              "  final checks  " + (", ".join(p.final_checks) if p.final_checks else "(none)"),

@@ -43,7 +43,8 @@ def timed_check(repo: Path, seconds: float = 1.5) -> str:
         "scratch = os.sep + 'scratch' + os.sep in os.getcwd()\n"
         f"time.sleep({seconds} if scratch else 0)\n"
         f"with open({str(log)!r}, 'a') as f:\n"
-        "    f.write(f\"{os.getcwd()} {start} {time.time()} {os.environ.get('GIT_LANES_TASKS') or os.environ.get('GIT_LANES_TASK')}\\n\")\n"
+        "    tasks = os.environ.get('GIT_LANES_TASKS') or os.environ.get('GIT_LANES_TASK')\n"
+        "    f.write(f\"{os.getcwd()} {start} {time.time()} {tasks}\\n\")\n"
         "sys.exit(1 if scratch and os.path.exists('src/b/FAIL') else 0)\n")
     return f"{PY} {script}"
 
@@ -98,7 +99,8 @@ def test_four_candidates_are_verified_at_once_and_land_in_order_one_commit_each(
     # every landed commit is exactly a verified tree: each candidate's rerun results are its evidence
     for t in TASKS:
         note = json.loads(git(repo, "notes", "--ref=lanes/evidence", "show", child(report, t)["commit"]))
-        assert note["task_id"] == t and {r["id"] for r in note["rerun"]} == {f"{x}:A1" for x in TASKS[:TASKS.index(t) + 1]}
+        stacked = {f"{x}:A1" for x in TASKS[:TASKS.index(t) + 1]}
+        assert note["task_id"] == t and {r["id"] for r in note["rerun"]} == stacked
     subjects = git(repo, "log", "--first-parent", "--format=%s", "refs/notes/lanes/batch/demo").splitlines()
     assert "candidate a, candidate b, candidate c, candidate d" in subjects
     assert sum(1 for s in subjects if s.startswith("integrated ") or ", integrated " in s) >= 4

@@ -13,10 +13,14 @@ from .batch import BatchStore, Snapshot, Transaction
 from .evidence import EvidenceNotes
 from .lanes import LaneStore
 from .layout import CorruptRecord, record_from_files
-from .locks import (Held, candidate_lock_path, evidence_lock, fast_forward_mark, fetch_lock, flock_try, is_held, lane_lock, run_lock,
+from .locks import (Held, evidence_lock, fast_forward_mark, fetch_lock, flock_try, is_held, lane_lock, run_lock,
                     slug_lock, verify_lock_path)
 
 __all__ = ["BATCH_REF", "EVIDENCE_REF", "LANE_REF", "BatchStore", "Snapshot", "Transaction", "EvidenceNotes",
-           "LaneStore", "CorruptRecord", "record_from_files", "Held", "candidate_lock_path", "evidence_lock", "fast_forward_mark",
+           "LaneStore", "CorruptRecord", "record_from_files", "Held", "evidence_lock", "fast_forward_mark",
            "fetch_lock", "flock_try", "is_held", "lane_lock", "run_lock", "slug_lock",
            "verify_lock_path"]
+
+from .locks import candidate_lock_path  # noqa: E402 (SPEC §8.9: the window's verification locks)
+
+__all__ += ["candidate_lock_path"]

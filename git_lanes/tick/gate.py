@@ -63,14 +63,15 @@ def land(t: TickState) -> bool:
     failed = [r for r in pending.results if not r.passed]
     from ..model import CheckResultModel
 
-    if failed and pending.setup_failure is None and any(c.state != "passed" for c in rec.candidates[:rec.candidates.index(cand)]):
+    before = rec.candidates[:rec.candidates.index(cand)]
+    if failed and pending.setup_failure is None and any(c.state != "passed" for c in before):
         # its tree holds the changes of the candidates before it, not judged yet: a failure may be theirs
         cand.state = "waiting"
         cand.results = [CheckResultModel(**r.to_json()) for r in pending.results]
         t.events.append(f"{child.task_id} failed, waiting for the candidates before it")
         return True
     if pending.setup_failure is not None or failed:
-        after = [c.task_id for c in rec.candidates[rec.candidates.index(cand) + 1:]]
+        after = [c.task_id for c in rec.candidates[len(before) + 1:]]
         if pending.setup_failure is not None:
             t.park(child, f"batch_integration_setup_failed: {pending.setup_failure}")
         else:

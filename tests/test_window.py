@@ -211,3 +211,60 @@ def test_a_user_fast_forward_drops_the_window_and_it_is_built_again(repo):
     assert git(repo, "merge-base", "--is-ancestor", user, "imm/demo") == ""
     assert all(child(report, t)["commit"] != first[t] for t in TASKS)   # every one built again on the new head
     assert report["adopted_heads"] and landed(repo, base) == list(TASKS)
+
+
+def test_in_process_a_window_of_two_verifies_two_at_once_and_status_shows_it(repo):
+    """`run_tick` in this process: the window's candidates are verified in threads of their own at
+    once; each holds `locks/verify/<slug>/<task_id>` while its checks run; all land in order."""
+    from git_lanes.session import Session
+    from git_lanes.store import candidate_lock_path, is_held
+    from git_lanes.tick import Request, run_tick, status_report
+
+    base = four(repo, "--verify-window", "2")
+    s = Session(cwd=str(repo))
+    held: list[set[str]] = []
+    done = []
+
+    def watch():
+        while not done:
+            held.append({t for t in TASKS if is_held(candidate_lock_path(s.git, "demo", t))})
+            time.sleep(0.05)
+
+    import threading
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        report = run_tick(s, "demo", Request(actor="tick")).report
+    finally:
+        done.append(True)
+        watcher.join()
+    assert [child(report, t)["state"] for t in TASKS] == ["integrated"] * 4
+    assert landed(repo, base) == list(TASKS)
+    assert {"a", "b"} in held   # both verification locks at once
+    runs = scratch_runs(repo)
+    first_two = sorted(runs, key=lambda r: r[1])[:2]
+    assert {r[3] for r in first_two} == {"a", "a b"} and first_two[1][1] < first_two[0][2]
+    at_once = max(sum(1 for r in runs if r[1] <= start < r[2]) for _, start, _, _ in runs)
+    assert at_once == 2, runs   # two checks at once, never more
+    assert "candidates" not in status_report(s, "demo")
+
+
+def test_dropping_a_candidate_drops_every_one_stacked_on_it():
+    from git_lanes import lifecycle
+    from git_lanes.model import BatchRecord
+
+    sha = "2" * 40
+    children = [{"task_id": t, "state": "lane_committed",
+                 "lane": {"path": f"/{t}", "branch": f"imm-lane/demo/{t}", "base_head": sha, "run_id": "r",
+                          "lane_commit": sha}} for t in TASKS]
+    record = BatchRecord.model_validate({
+        "batch_id": "demo-20261203T000000Z-abcdef", "slug": "demo", "plan_digest": "d", "base_head": sha,
+        "branch": "imm/demo", "coordinator": "/c", "confirmation_time": "t", "max_parallel": 4, "verify_window": 4,
+        "budget": {"max_children": 4, "qa_failure_limit": 2}, "created_at": "t", "updated_at": "t",
+        "children": children,
+        "candidates": [{"task_id": t, "commit": sha, "head": sha, "at": "t"} for t in TASKS]})
+    assert lifecycle.drop_candidates(record, "b") == ["c", "d"]
+    assert [c.task_id for c in record.candidates] == ["a"]
+    lifecycle.park(record, record.child("a"), "batch_integration_check_failed: a:A1 failed on candidate x")
+    assert record.candidates == []

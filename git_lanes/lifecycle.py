@@ -60,7 +60,7 @@ def integrate(record: "BatchRecord", child: "Child", commit: str) -> None:
     _move(child, "integrated")
     child.commit = commit
     child.reason = None
-    _drop_candidate(record, child)
+    record.candidates = [c for c in record.candidates if c.task_id != child.task_id]
 
 
 def release(child: "Child") -> None:
@@ -76,10 +76,20 @@ def park(record: "BatchRecord", child: "Child", reason: str) -> list[str]:
     return skip_dependents(record, child.task_id)
 
 
-def _drop_candidate(record: "BatchRecord", child: "Child") -> None:
-    """The candidate of a child that integrates or parks is cleared in the same write (SPEC §8.6)."""
-    if record.candidate is not None and record.candidate.task_id == child.task_id:
-        record.candidate = None
+def _drop_candidate(record: "BatchRecord", child: "Child") -> list[str]:
+    """The candidate of a child that parks is cleared in the same write (SPEC §8.6), and with it every
+    candidate stacked on it (§8.9): the task ids of those."""
+    return drop_candidates(record, child.task_id)
+
+
+def drop_candidates(record: "BatchRecord", task_id: str) -> list[str]:
+    """Drop the candidate of `task_id` and every one after it in the window; the other task ids dropped."""
+    at = next((i for i, c in enumerate(record.candidates) if c.task_id == task_id), None)
+    if at is None:
+        return []
+    dropped = [c.task_id for c in record.candidates[at + 1:]]
+    del record.candidates[at:]
+    return dropped
 
 
 def skip_dependents(record: "BatchRecord", task_id: str) -> list[str]:

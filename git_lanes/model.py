@@ -7,7 +7,6 @@ invariant checks) and writes nothing if it is invalid.
 from __future__ import annotations
 
 import re
-import sys
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_serializer, model_validator
@@ -16,31 +15,9 @@ from .clock import now, parse_time  # noqa: F401 (the record's clock, re-exporte
 from .contracts import BATCH_RECORD, BATCH_REPORT, CONTRACTS, LANE_RECORD, RECEIPT, STORE_LAYOUT  # noqa: F401 (re-exported)
 from .checkmodel import CheckResultModel, CheckRun  # noqa: F401 (re-exported)
 from .ids import id_problem
+from .pydantic_plugins import no_plugin_discovery
 
-
-def _no_plugin_discovery() -> None:
-    """pydantic looks for plugins in every installed distribution's entry points at its first
-    validator, importing `importlib.metadata` for it: 40-60 ms of CPU, a sixth of every coordinator
-    command's start-up. git-lanes uses no pydantic plugin, so its loader is one that finds none;
-    anything else asked of it comes from pydantic's own, imported then."""
-    name = "pydantic.plugin._loader"
-    if name in sys.modules:
-        return
-    import importlib
-    import types
-
-    def real(attr: str) -> Any:
-        if attr.startswith("__"):   # what the import system asks of any module (`__path__`, ...)
-            raise AttributeError(attr)
-        sys.modules.pop(name, None)
-        return getattr(importlib.import_module(name), attr)
-    stub = types.ModuleType(name, "git-lanes: pydantic's plugin loader, finding none")
-    stub.get_plugins = lambda: ()   # type: ignore[attr-defined]
-    stub.__getattr__ = real         # type: ignore[attr-defined]
-    sys.modules[name] = stub
-
-
-_no_plugin_discovery()
+no_plugin_discovery()
 
 BatchState = Literal["running", "needs_human", "completed", "budget_stopped", "failed", "superseded"]
 TERMINAL = ("completed", "budget_stopped", "failed", "superseded")
@@ -79,7 +56,7 @@ class _Model(BaseModel):
 # that does not use them is stored (and reported) exactly as before and a v1 reader never meets them;
 # and `tracker_closed`, "only true" (§4): present once the issue is closed, absent before.
 _OPTIONAL_V1 = ("base_branch", "resumed_at", "gate_results", "record_tip", "remote", "claim", "released",
-                "branch_kept", "tracker_closed", "receipts")
+                "branch_kept", "tracker_closed", "receipts", "candidates", "verify_window", "passed_at")
 
 
 class _V3Model(_Model):
@@ -249,12 +226,16 @@ class ArchivedLane(_V3Model):
     record_tip: Oid | None = None  # (v3) the lane record's last state commit (its ref is deleted)
 
 
-class Candidate(_Model):
-    """The one candidate being verified (SPEC §8.6): set while its reruns run."""
+class Candidate(_V3Model):
+    """A candidate of the window (SPEC §8.6, §8.9 v4), built on `head` (the batch head or the commit of
+    the candidate before it); `passed` with its rerun `results` once verified, landed in order."""
     task_id: str
     commit: Oid
     head: Oid
     at: str
+    state: Literal["verifying", "passed", "waiting"] = "verifying"
+    passed_at: str | None = None
+    results: list[CheckResultModel] = []
 
 
 class BatchRecord(_V3Model):
@@ -284,10 +265,26 @@ class BatchRecord(_V3Model):
     reseals: list[Reseal] = []
     archived_lanes: list[ArchivedLane] = []
     tracker_github: str | None = None
-    candidate: Candidate | None = None
+    candidates: list[Candidate] = []   # (v4) the window, in landing order (v3's `candidate` read as one)
+    verify_window: int | None = Field(None, ge=1)   # (v4) absent: 1
     receipts: bool | None = None    # (v4) False: `start`/`run --no-receipts`, obeyed by every tick and `done` (§8.7)
     created_at: str
     updated_at: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _v3_candidate(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "candidate" in data:
+            data = dict(data)
+            old = data.pop("candidate")
+            if old is not None and not data.get("candidates"):
+                data["candidates"] = [old]
+        return data
+
+    @property
+    def candidate(self) -> Candidate | None:
+        """The first candidate of the window (v3's one candidate)."""
+        return self.candidates[0] if self.candidates else None
 
     @model_validator(mode="after")
     def _invariants(self) -> "BatchRecord":
@@ -314,10 +311,12 @@ class BatchRecord(_V3Model):
                 raise ValueError(f"a {state} batch holds no in-flight child ({', '.join(busy)})")
         if state == "completed" and any(c.state not in DONE for c in self.children):
             raise ValueError("a completed batch needs every child integrated or released")
-        if self.candidate is not None:
-            owner = self.child(self.candidate.task_id)
+        for cand in self.candidates:
+            owner = self.child(cand.task_id)
             if owner is None or owner.state != "lane_committed":
-                raise ValueError(f"the candidate of {self.candidate.task_id} needs its child lane_committed")
+                raise ValueError(f"the candidate of {cand.task_id} needs its child lane_committed")
+        if len({c.task_id for c in self.candidates}) != len(self.candidates):
+            raise ValueError("a child has two candidates")
         return self
 
     # -- helpers -------------------------------------------------------------------------
@@ -420,12 +419,13 @@ class Report(BaseModel):
     adopted_heads: list[dict[str, Any]] = []
     reviews: list[dict[str, Any]] = []
     candidate: dict[str, Any] | None = None
+    candidates: list[dict[str, Any]] = []
 
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         for key in ("lane_refusals", "tracker_observations", "restores", "final_verification", "interventions",
                     "lane_instruction", "lane_revision", "revisions", "reseals", "adopted_heads", "reviews",
-                    "candidate"):
+                    "candidate", "candidates"):
             if not data.get(key):
                 data.pop(key, None)
         return data

@@ -44,6 +44,7 @@ class Group:
         self.proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdin=stdin, stdout=stdout, stderr=stderr,
                                      start_new_session=True, pass_fds=tuple(pass_fds))
         self.pid = self.proc.pid
+        self.thread = threading.get_ident()   # the thread that started it (`kill_thread`)
         _LIVE.add(self)
 
     def exited(self) -> bool:
@@ -92,6 +93,14 @@ def kill_all(sig: int = signal.SIGKILL) -> None:
     run checks: nothing it started outlives it)."""
     for group in list(_LIVE):
         group.kill(sig)
+
+
+def kill_thread(thread: int, sig: int = signal.SIGKILL) -> None:
+    """Signal every group the thread `thread` started and has not reaped (a candidate's verifier whose
+    candidate left the window, SPEC §8.9)."""
+    for group in list(_LIVE):
+        if group.thread == thread:
+            group.kill(sig)
 
 
 def run(argv: Sequence[str], *, cwd, env: Mapping[str, str], timeout: float, input: bytes | None = None,

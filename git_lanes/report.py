@@ -245,5 +245,6 @@ def build_report(record: BatchRecord, *, state: str | None = None, reason: str |
         reseals=[r.model_dump(mode="json") for r in record.reseals],
         adopted_heads=[a.model_dump(mode="json", by_alias=True) for a in record.adopted_heads],
         reviews=[r.model_dump(mode="json") for r in record.reviews],
-        candidate=record.candidate.model_dump(mode="json") if record.candidate else None,
+        candidate=record.candidate.model_dump(mode="json", exclude={"results"}) if record.candidate else None,
+        candidates=[c.model_dump(mode="json") for c in record.candidates],
     )

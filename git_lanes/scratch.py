@@ -17,6 +17,7 @@ import json
 import os
 import shlex
 import shutil
+import threading
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from .session import Session
 
 POOL = ("lanes", "scratch")
+_MAKING = threading.Lock()   # the pool's worktrees are made one at a time in a process (a window verifies at once)
 
 
 class SetupFailed(Exception):
@@ -173,10 +175,11 @@ class Scratch:
         work = self.git.work
         admin = work.admin_dir(self.path) if work.gitfile_ok(self.path) else None
         if admin is None or not os.path.isfile(os.path.join(admin, "HEAD")):   # else made whole: no list needed
-            self.discard()   # none yet, or half made by a `git worktree add` killed before its `.git` file
-            work.prune()
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            work.add(self.path, commit, detach=True, split_index=True)
+            with _MAKING:   # a prune beside another verifier thread's `worktree add` would take its half-made one
+                self.discard()   # none yet, or half made by a `git worktree add` killed before its `.git` file
+                work.prune()
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                work.add(self.path, commit, detach=True, split_index=True)
             self.s.forget_worktrees()
             try:
                 self._copy()

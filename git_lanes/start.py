@@ -28,6 +28,7 @@ class StartOptions:
     worktree: str | None = None
     yes: bool = False
     receipts: bool = True          # (v4) false: `--no-receipts`, recorded as `receipts: false` (§8.7)
+    verify_window: int | None = None   # (v4) candidates verified at once (None: `verify_window()` decides)
 
 
 @dataclass
@@ -65,6 +66,19 @@ def _validate_options(o: StartOptions, plan: Plan) -> list[str]:
     return checks
 
 
+def verify_window(s: Session, o: StartOptions) -> int:
+    """The batch's window of candidates (SPEC §8.9): `--verify-window`, else `lanes.verifyWindow`, else
+    min(4, max_parallel)."""
+    if o.verify_window is not None:
+        if o.verify_window < 1:
+            raise usage("--verify-window: must be at least 1")
+        return o.verify_window
+    configured = s.git.config_int("lanes.verifyWindow", 0) if s.git.config_get("lanes.verifyWindow") else None
+    if configured is not None and configured < 1:
+        raise usage(f"lanes.verifyWindow: must be at least 1 (it is {configured})")
+    return configured or min(4, o.max_parallel)
+
+
 def prepare(s: Session, slug: str, o: StartOptions) -> Prepared:
     """Every preflight of SPEC §6, in order; nothing is written."""
     check_id(slug, "slug")
@@ -79,6 +93,7 @@ def prepare(s: Session, slug: str, o: StartOptions) -> Prepared:
         raise refused("batch_head_unborn", "HEAD has no commit yet; commit the initiative first")
     plan = s.plan_at(head, slug)
     final_checks = _validate_options(o, plan)
+    o.verify_window = verify_window(s, o)
     flagged = git.work.flagged()
     if flagged:
         raise refused("batch_index_flags", "assume-unchanged or skip-worktree entries hide changes: "
@@ -180,7 +195,8 @@ def confirmation_text(p: Prepared) -> str:
              f"  base          {p.head}",
              f"  branch        {batch_branch(p.slug)}" + (" (continued)" if p.continues else ""),
              f"  coordinator   {p.coordinator}",
-             f"  max parallel  {o.max_parallel}",
+             f"  max parallel  {o.max_parallel}" + (f", verify window {o.verify_window}" if o.verify_window
+                                                      else ""),
              f"  budget        max_children {o.max_children or len(p.plan.tasks)}, "
              f"qa_failure_limit {o.qa_failure_limit}",
              "  final checks  " + (", ".join(p.final_checks) if p.final_checks else "(none)"),
@@ -216,7 +232,8 @@ def build_record(s: Session, p: Prepared) -> BatchRecord:
         branch=batch_branch(p.slug), base_branch=_base_branch(s, p), coordinator=p.coordinator,
         confirmation_time=at,
         budget=Budget(max_children=p.opts.max_children or len(p.plan.tasks), qa_failure_limit=p.opts.qa_failure_limit),
-        max_parallel=p.opts.max_parallel, children=children, final_checks=p.final_checks,
+        max_parallel=p.opts.max_parallel, verify_window=p.opts.verify_window, children=children,
+        final_checks=p.final_checks,
         revision_delegation=RevisionDelegation(confirmation_time=at) if p.opts.delegate_revisions else None,
         intent_identities={t.task_id: IntentIdentity(**t.identity()) for t in p.plan.tasks},
         tracker_github=p.plan.tracker_github, receipts=None if p.opts.receipts else False, created_at=at, updated_at=at)

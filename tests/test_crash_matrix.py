@@ -61,7 +61,9 @@ def lane_path(w: World, task: str) -> Path:
 
 
 def started(w: World) -> None:
-    step(w.repo, "start", SLUG, "--yes", "--max-parallel", "3")
+    # a window of one candidate: the sweeps need the same Git calls in the same order every time, which
+    # a wider window's concurrent verifications do not give (tests/test_window.py kills one mid-window)
+    step(w.repo, "start", SLUG, "--yes", "--max-parallel", "3", "--verify-window", "1")
 
 
 def provisioned(w: World) -> None:
@@ -106,7 +108,7 @@ def parked(w: World) -> None:
 
 def tracked(w: World) -> None:
     """core (with an issue) and docs delivered; the tick under test integrates them and closes the issue."""
-    step(w.repo, "start", SLUG, "--yes", "--max-parallel", "2")
+    step(w.repo, "start", SLUG, "--yes", "--max-parallel", "2", "--verify-window", "1")
     for task in ("core", "docs"):
         step(w.repo, "provision", task)
     for task in ("core", "docs"):
@@ -122,7 +124,7 @@ def must(proc, what: str) -> None:
 
 
 def follow_start(w: World, env: dict[str, str]) -> None:
-    again = lanes_proc(w.repo, "start", SLUG, "--yes", "--max-parallel", "3", env=env)
+    again = lanes_proc(w.repo, "start", SLUG, "--yes", "--max-parallel", "3", "--verify-window", "1", env=env)
     if again.code == 0:
         return
     assert again.code == 1 and "batch_already_active" in again.err, f"start again: {again}"
@@ -170,7 +172,7 @@ def follow_resume(w: World, env: dict[str, str]) -> None:
 def follow_run(w: World, env: dict[str, str]) -> None:
     rec = record(w.repo) if git(w.repo, "for-each-ref", f"refs/notes/lanes/batch/{SLUG}").strip() else None
     if rec is None or rec["batch_state"] != "completed":
-        must(lanes_proc(w.repo, "run", SLUG, "--executor", env["ADV_EXECUTOR"], "--yes", "--max-parallel", "3",
+        must(lanes_proc(w.repo, "run", SLUG, "--executor", env["ADV_EXECUTOR"], "--yes", "--max-parallel", "3", "--verify-window", "1",
                         env=env, timeout=180), "run again")
 
 
@@ -197,7 +199,7 @@ class Scenario:
 
 
 SCENARIOS = {s.name: s for s in [
-    Scenario("start", lambda w: None, ("start", SLUG, "--yes", "--max-parallel", "3", "--json"), follow_start),
+    Scenario("start", lambda w: None, ("start", SLUG, "--yes", "--max-parallel", "3", "--verify-window", "1", "--json"), follow_start),
     Scenario("provision", started, ("provision", "core", "--json"), follow_provision, between=True),
     Scenario("done", core_delivered_not_done, ("done", "--json"), follow_done, where="core"),
     Scenario("tick", delivered, ("tick", "--json"), follow_tick, between=True),
@@ -212,7 +214,7 @@ SCENARIOS = {s.name: s for s in [
     Scenario("tracker", tracked, ("tick", "--json"), follow_tick, tasks=TRACKED_TASKS, tracker=REPO,
              sweep=(-1, None),
              before_all=True, between=True, workers=1),
-    Scenario("run", lambda w: None, ("run", SLUG, "--executor", "@EXECUTOR@", "--yes", "--max-parallel", "3"),
+    Scenario("run", lambda w: None, ("run", SLUG, "--executor", "@EXECUTOR@", "--yes", "--max-parallel", "3", "--verify-window", "1"),
              follow_run, deterministic=False, workers=1),
 ]}
 

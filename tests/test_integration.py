@@ -98,7 +98,9 @@ def test_six_tasks_run_to_completed_linear_one_green_commit_each(repo):
 
 @pytest.fixture
 def two(repo):
-    start(repo, [{"id": "a", "scope": ["src/a"]}, {"id": "b", "scope": ["src/b"]}], "--max-parallel", "2")
+    """Two disjoint tasks, two lanes at once, one candidate at a time (SPEC §8.6; wider: test_window.py)."""
+    start(repo, [{"id": "a", "scope": ["src/a"]}, {"id": "b", "scope": ["src/b"]}], "--max-parallel", "2",
+          "--verify-window", "1")
     return repo
 
 
@@ -360,7 +362,8 @@ def test_checks_run_without_the_coordinators_git_environment(repo):
 def test_a_lane_branch_moves_in_its_records_write_and_a_landing_shares_one_with_the_next_candidate(two):
     """Step 8's record write moves the lane branch in the same ref transaction (the branch's reflog
     names that state commit), and landing `a` records `b`'s candidate in the same state commit: a
-    tick that integrates two settled lanes writes no state commit per step more than it needs."""
+    tick that integrates two settled lanes writes no state commit per step more than it needs
+    (a window of one candidate, SPEC §8.6; tests/test_window.py has the wider window's writes)."""
     la, lb = provision(two, "a"), provision(two, "b")
     finish(la, {"src/a/x": "a"})
     finish(lb, {"src/b/x": "b"})

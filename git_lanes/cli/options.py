@@ -69,6 +69,8 @@ def start_options(f):
     opts = [
         click.option("--max-parallel", type=click.IntRange(min=1), default=1, show_default=True,
                      help="Lanes running at once."),
+        click.option("--verify-window", type=click.IntRange(min=1), default=None,
+                     help="Candidates verified at once (default: lanes.verifyWindow, else min(4, max parallel))."),
         click.option("--max-children", type=click.IntRange(min=1), default=None,
                      help="Children that may ever get a lane (default: every task)."),
         click.option("--qa-failure-limit", type=click.IntRange(min=1), default=2, show_default=True,
@@ -91,13 +93,13 @@ def start_options(f):
 
 
 def start_opts(max_parallel, max_children, qa_failure_limit, final_checks, delegate_revisions, executor_runtime,
-               worktree, yes, no_receipts=False):
+               worktree, yes, no_receipts=False, verify_window=None):
     from ..start import StartOptions
 
     return StartOptions(max_parallel=max_parallel, max_children=max_children, qa_failure_limit=qa_failure_limit,
                         final_checks=list(final_checks) or None, delegate_revisions=delegate_revisions,
                         executor_runtime=executor_runtime, worktree=worktree, yes=yes,
-                        receipts=not no_receipts)
+                        receipts=not no_receipts, verify_window=verify_window)
 
 
 def confirm_fn(yes: bool):

@@ -142,6 +142,9 @@ def report(r: dict) -> None:
         if c.get("reason"):
             extra.append(c["reason"])
         say(f"  {c['task_id']:<{width}}  {c['state']:<14} {'; '.join(extra)}".rstrip())
+    for i, cand in enumerate(r.get("candidates", []), 1):   # the window (SPEC §8.9), in landing order
+        on = "the head" if i == 1 else "the one before"
+        say(f"candidate {i}: {cand['task_id']} {cand['state']} ({cand['commit'][:12]} on {on}, {cand['head'][:12]})")
     for key in ("lane_refusals", "tracker_observations"):
         for item in r.get(key, []):
             say(f"{key.replace('_', ' ')[:-1]}: " + ", ".join(f"{k}={v}" for k, v in item.items()))

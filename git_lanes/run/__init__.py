@@ -217,6 +217,7 @@ def _run(s: Session, slug: str, executor: str, corrector: str | None, argv: list
         given = {"--max-parallel": (opts.max_parallel, record.max_parallel, 1),
                  "--qa-failure-limit": (opts.qa_failure_limit, record.budget.qa_failure_limit, 2),
                  "--max-children": (opts.max_children, record.budget.max_children, None),
+                 "--verify-window": (opts.verify_window, record.verify_window or 1, None),
                  "--final-check": (opts.final_checks, record.final_checks, None)}
         for option, (value, recorded, default) in given.items():
             if value != default and value != recorded:

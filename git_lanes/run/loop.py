@@ -22,7 +22,7 @@ from ..decisions.admission import MAX_OFFERS
 from ..errors import LanesError
 from ..procs import CtrlC, kill_all
 from ..session import Session
-from ..tick import Pending, Request, tick, verify
+from ..tick import Pending, Request, hold_landing, tick, verify
 from .corrections import Correcting
 from .progress import Progress, Track, child_rows
 from .provisions import PROVISION_TRIES, Provisioning, Stop
@@ -91,6 +91,7 @@ class Driver(Provisioning, Correcting):
         self.tasks = [c.task_id for c in record.children]
         self.verifier: threading.Thread | None = None
         self.verifier_session: Session | None = None   # one verifier at a time: they share it in turn
+        self.window = None                              # its candidates' verifications (`tick.verifier`)
         self.preparer: threading.Thread | None = None  # the scratch worktree made ready meanwhile
         self.branch = record.branch
         self.verify_inline = verify_inline   # a loop that does not wait on sessions verifies in its ticks
@@ -123,17 +124,17 @@ class Driver(Provisioning, Correcting):
             self.spares.refresh(self.report, named)
         while True:
             try:
-                outcome, pending = tick(self.cs, self.slug, request)
+                outcome, pendings = tick(self.cs, self.slug, request)
                 break
             except LanesError as exc:
                 # our own verifier holds the lock: a landing may wait up to a minute for a Git lock file a
                 # kill left (SPEC §15), longer than lanes.lockTimeout; wait for it as long as it works
                 if exc.code != "batch_busy" or not self.verifying or self.interrupted.is_set():
                     raise
-        while pending is not None and self.verify_inline:
-            outcome, pending = verify(self.cs, self.slug, request, pending)
-        if pending is not None:
-            self._verify(pending)
+        if pendings and self.verify_inline:
+            outcome, pendings = verify(self.cs, self.slug, request, pendings) or outcome, []
+        if pendings:
+            self._verify(pendings)
         self.removed = False
         report = outcome.report
         if outcome.error is not None and report.get("batch_state") == "rejected":
@@ -199,25 +200,38 @@ class Driver(Provisioning, Correcting):
     def verifying(self) -> bool:
         return self.verifier is not None and self.verifier.is_alive()
 
-    def _verify(self, pending: Pending) -> None:
-        """Verify (and land) the candidate in a thread with a session of its own."""
-        def work(pending: Pending | None) -> None:
+    def _verify(self, pendings: list[Pending]) -> None:
+        """Verify (and land) the candidates in threads of their own (SPEC §8.9), joining the verifier at
+        work if there is one; its landings are posted as they come."""
+        from ..tick.verifier import Verifier
+
+        if self.window is not None and self.window.add(pendings):
+            return
+
+        def land(pending: Pending):
+            return hold_landing(vs, self.slug, Request(actor="run"), pending)
+
+        def work(pendings: list[Pending]) -> None:
             try:
                 if self.preparer is not None:
-                    self.preparer.join()   # the worktree it makes ready is the one this verification takes
-                vs = self.verifier_session = self.verifier_session or Session(cwd=self.coordinator)
-                while pending is not None:
-                    if self.interrupted.is_set():   # Ctrl-C: no new verification; the candidate stays recorded
-                        pending.held.release()
-                        return
-                    outcome, pending = verify(vs, self.slug, Request(actor="run"), pending, self.interrupted.is_set)
-                    if outcome is not None:
-                        self.sessions.post(Landed(outcome.report))
+                    self.preparer.join()   # the worktree it makes ready is the one the first verification takes
+                if self.interrupted.is_set():   # Ctrl-C: no new verification; the candidates stay recorded
+                    for p in pendings:
+                        p.held.release()
+                    pendings = []
+                window.run(pendings)
             except LanesError as exc:
                 self.sessions.post(Landed(None, exc))
-            except BaseException as exc:   # reported by the main thread; the candidate stays recorded
+            except BaseException as exc:   # reported by the main thread; the candidates stay recorded
                 self.sessions.post(Landed(None, LanesError(f"the verifier stopped: {type(exc).__name__}: {exc}")))
-        self.verifier = threading.Thread(target=work, args=(pending,), name="verifier", daemon=True)
+        if self.verifier is None or not self.verifier.is_alive():
+            self.verifier_session = self.verifier_session or Session(cwd=self.coordinator)
+        else:
+            self.verifier_session = Session(cwd=self.coordinator)   # the last one may still be finishing
+        vs = self.verifier_session
+        window = self.window = Verifier(vs, self.slug, land, posted=lambda o: self.sessions.post(Landed(o.report)),
+                                        cancelled=self.interrupted.is_set)
+        self.verifier = threading.Thread(target=work, args=(pendings,), name="verifier", daemon=True)
         self.verifier.start()
 
     def landed(self, event: Landed) -> dict[str, Any]:

@@ -22,3 +22,7 @@ __all__ = ["BATCH_REF", "EVIDENCE_REF", "LANE_REF", "BatchStore", "Snapshot", "T
            "fetch_lock", "flock_try", "is_held", "lane_lock", "lane_lock_held", "lane_lock_try", "lock_path",
            "run_lock", "slug_lock",
            "verify_lock_path"]
+
+from .locks import candidate_lock_path  # noqa: E402 (SPEC §8.9: the window's verification locks)
+
+__all__ += ["candidate_lock_path"]

@@ -199,6 +199,13 @@ def verify_lock_path(git: "Git", slug: str) -> str:
     return os.path.join(lock_dir(git), f"{slug}.verify")
 
 
+def candidate_lock_path(git: "Git", slug: str, task_id: str) -> str:
+    """`verify/<slug>/<task_id>`: the verifier of the candidate of one child of the window (SPEC §8.9 v4)."""
+    check_id(slug, "slug")
+    check_id(task_id, "task id")
+    return lock_path(git, "verify", slug, task_id)
+
+
 def run_lock(git: "Git", slug: str, since: str = "") -> Held:
     """Take `run/<slug>` for a loop that drives the batch of `slug` (SPEC §13: one executor session per
     lane, so one driver per slug), writing this process's pid, `since` and host into it; `batch_busy`

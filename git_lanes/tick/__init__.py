@@ -4,11 +4,11 @@
 pipeline, differing only in the request they carry; `integrate` runs the same steps without
 admission (`INTEGRATE`); `status` builds the same report without a step or a write.
 
-Integration never blocks the batch (§8.6): step 9 only records a candidate (with the verification
-lock taken); its reruns run after the slug's lock is released, and `LAND` lands it under the lock
-again, then records the next one (one candidate at a time, each lane-committed child in settle
-order, §7 step 9). `run_tick` verifies in-process until none is left; `run` hands that to a
-worker (`verify`), so everything else goes on meanwhile.
+Integration never blocks the batch (§8.6, §8.9): step 9 (`window.py`) records a window of stacked
+candidates (each with its verification lock taken); their reruns run after the slug's lock is
+released, each in a thread of its own (`verifier.py`), and `LAND` judges each under the lock again,
+lands the passed ones in order and fills the window again. `run_tick` verifies in-process until
+none is left; `run` hands that to a worker (`verify`), so everything else goes on meanwhile.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ..errors import usage
-from . import finish, gate, land, observe, repair
+from . import finish, gate, land, observe, repair, window
 from .land import Pending
 from .request import Outcome, Request, parse_offers
 from .state import TickState
@@ -26,50 +26,50 @@ Step = Callable[[TickState], bool]
 FULL: tuple[Step, ...] = (
     repair.authorize, repair.restore_leaks, repair.adopt, repair.record_releases, repair.lineage,   # 1-5
     observe.requests, observe.observe,                                                              # 6-7
-    land.lane_commits, land.integrate,                                                              # 8-9
+    land.lane_commits, window.integrate,                                                            # 8-9
     finish.admit, finish.complete, finish.stop,                                                     # 11, 12, 14
 )
 INTEGRATE: tuple[Step, ...] = tuple(step for step in FULL if step is not finish.admit)
 LAND: tuple[Step, ...] = (   # its leak check looks only where the fast-forward goes (`gate.land`)
     repair.authorize, repair.adopt, repair.record_releases, repair.lineage,
-    gate.land, land.integrate, finish.complete, finish.stop,
+    gate.land, window.integrate, finish.complete, finish.stop,
 )
 
-__all__ = ["FULL", "INTEGRATE", "LAND", "Outcome", "Pending", "Request", "TickState", "parse_offers", "run_tick",
-           "status_report", "tick", "verify"]
+__all__ = ["FULL", "INTEGRATE", "LAND", "Outcome", "Pending", "Request", "TickState", "hold_landing", "parse_offers",
+           "run_tick", "status_report", "tick", "verify"]
 
 
 def run_tick(s, slug: str, req: Request, steps: Sequence[Step] = FULL) -> Outcome:
-    """One tick, its candidate (if any) verified and landed or parked before it returns."""
-    outcome, pending = tick(s, slug, req, steps)
-    while pending is not None:
-        outcome, pending = verify(s, slug, req, pending)
+    """One tick, every candidate it recorded verified and landed or parked before it returns."""
+    outcome, pendings = tick(s, slug, req, steps)
+    if pendings:
+        outcome = verify(s, slug, req, pendings) or outcome
     return outcome
 
 
-def tick(s, slug: str, req: Request, steps: Sequence[Step] = FULL) -> tuple[Outcome, Pending | None]:
-    """The steps under the slug's lock; a candidate step 9 recorded comes back to be verified."""
+def tick(s, slug: str, req: Request, steps: Sequence[Step] = FULL) -> tuple[Outcome, list[Pending]]:
+    """The steps under the slug's lock; the candidates step 9 recorded come back to be verified."""
     return _hold(s, slug, req, steps, None, schedule=finish.admit in steps)
 
 
-def verify(s, slug: str, req: Request, pending: Pending,
-           cancelled: Callable[[], bool] = lambda: False) -> tuple[Outcome | None, Pending | None]:
-    """The candidate's reruns (no slug lock), then `LAND` under the lock; a head that moved comes
-    back as a rebuilt candidate to verify once more. Cancelled meanwhile (Ctrl-C killed the checks),
-    nothing is decided: (None, None), the candidate stays recorded for the next tick."""
-    try:
-        gate.rerun(s, slug, pending)
-    except BaseException:
-        pending.held.release()
-        raise
-    if cancelled():
-        pending.held.release()
-        return None, None
+def verify(s, slug: str, req: Request, pendings: list[Pending], cancelled: Callable[[], bool] = lambda: False,
+           posted: Callable[[Outcome], None] | None = None) -> Outcome | None:
+    """The candidates' reruns (no slug lock), all at once, each judged by `LAND` under the lock as it
+    ends (which lands passed candidates in order and records the next ones, verified in turn); the
+    outcome of the last landing. Cancelled meanwhile (Ctrl-C killed the checks), nothing more is
+    decided: the candidates stay recorded for the next tick."""
+    from .verifier import Verifier
+
+    return Verifier(s, slug, lambda p: hold_landing(s, slug, req, p), posted=posted, cancelled=cancelled).run(pendings)
+
+
+def hold_landing(s, slug: str, req: Request, pending: Pending) -> tuple[Outcome, list[Pending]]:
+    """`LAND` under the slug's lock for one verified candidate: the candidates it records come back."""
     return _hold(s, slug, req, LAND, pending, schedule=pending.schedule)
 
 
 def _hold(s, slug: str, req: Request, steps: Sequence[Step], landing: Pending | None, *,
-          schedule: bool) -> tuple[Outcome, Pending | None]:
+          schedule: bool) -> tuple[Outcome, list[Pending]]:
     t = None
     try:
         with s.transaction(slug, req.actor) as tx:
@@ -78,17 +78,17 @@ def _hold(s, slug: str, req: Request, steps: Sequence[Step], landing: Pending | 
             if landing is not None:   # the report goes on from the tick that recorded the candidate
                 t.landing, t.extras, t.reason = landing, landing.extras or t.extras, landing.reason
             outcome = _locked(t, steps)
-            if t.pending is not None:
-                t.pending.extras, t.pending.reason = t.extras, t.reason
-            if landing is not None and (t.pending is None or t.pending.held is not landing.held):
-                landing.held.release()   # nothing more to verify: another verifier may go
+            for p in t.pendings:
+                p.extras, p.reason = t.extras, t.reason
+            if landing is not None and all(p.held is not landing.held for p in t.pendings):
+                landing.held.release()   # nothing more to verify under its lock: another verifier may go
     except BaseException:
-        for held in (landing, t.pending if t else None):
-            if held is not None:
-                held.held.release()
+        for p in [landing] + (t.pendings if t else []):
+            if p is not None:
+                p.held.release()
         raise
     closes = finish.tracker_closes(s, slug, t.record, req.actor, outcome) if req.closes_issues else None
-    return closes or outcome, t.pending
+    return closes or outcome, t.pendings
 
 
 def _locked(t: TickState, steps: Sequence[Step]) -> Outcome:

@@ -1,19 +1,19 @@
-"""The gate of SPEC §8.3 run as §8.6 says: the reruns of a recorded candidate outside the slug's
-lock (holding the verification lock), then, under the slug's lock again, the fast-forward — only
-if the batch still runs, the candidate is unchanged, the head is still its parent and the rerun
-passed. A head that moved (a user fast-forward) rebuilds the candidate once and verifies it again.
+"""The gate of SPEC §8.3 run as §8.6 and §8.9 say: the reruns of a recorded candidate outside the
+slug's lock (holding its verification lock, `verify/<slug>/<task_id>`), then, under the slug's lock
+again, the verdict on it: a failure parks its child (dropping the candidates stacked on it, which
+step 9 builds again on the one before it, else on the head); a pass is recorded on the candidate
+(`state: passed`, `passed_at`, `results`), and step 9 (`window.py`) lands passed candidates in order.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from typing import TYPE_CHECKING
 
 from .. import scratch
-from . import engine
 from ..crash import crash_point
-from ..store import fast_forward_mark
-from .land import Pending, build, mark_integrated
+from .land import Pending
 from .repair import restore_leaks
 from .state import TickState
 
@@ -26,13 +26,15 @@ def rerun(s: "Session", slug: str, pending: Pending) -> None:
     from ..checkrun import flake_retries
     from ..receipts import book
 
+    pending.thread = threading.get_ident()
     receipts = book(s.git, where="scratch", batch_id=pending.batch_id, clock=s.clock, warn=s.warn,
                     command_flag=pending.receipts)
     with scratch.take(s, pending.coordinator) as sc:
         try:
             pending.results = sc.run(pending.candidate.commit, pending.items, slug=slug, batch_id=pending.batch_id,
                                      order=pending.order, specs=pending.specs, receipts=receipts, fail_fast=True,
-                                     retries=flake_retries(s.git, gate=True))
+                                     retries=flake_retries(s.git, gate=True),
+                                     stop=lambda: pending.stopped)
             pending.setup_failure = None
         except scratch.SetupFailed as failed:
             pending.results = []
@@ -40,54 +42,61 @@ def rerun(s: "Session", slug: str, pending: Pending) -> None:
     crash_point("candidate-verified")
 
 
+def same(a, b) -> bool:
+    return (a.task_id, a.commit, a.head) == (b.task_id, b.commit, b.head)
+
+
+def park_failed(t: TickState, child, commit: str, failed: list, after: list[str]) -> None:
+    """Park the child of a candidate whose checks failed (dropping the candidates after it)."""
+    from ..model import CheckResultModel
+
+    child.gate_results = [r if isinstance(r, CheckResultModel) else CheckResultModel(**r.to_json()) for r in failed]
+    t.park(child, f"batch_integration_check_failed: {', '.join(r.id for r in failed)} failed on candidate {commit}")
+    if after:
+        t.events.append(f"candidate of {', '.join(after)} dropped ({child.task_id} failed)")
+
+
 def land(t: TickState) -> bool:
-    """Step 9, second half (under the slug's lock again): integrate or park the candidate's child,
-    clearing `candidate` in the same write (for an integration, the write that records the next
-    candidate: the next step, `land.integrate`); or rebuild it once on a head that moved."""
+    """Step 9, first part (under the slug's lock again): the verdict on the verified candidate, if it
+    is still in the window — its child parked, or the candidate recorded passed."""
     pending = t.landing
     rec = t.record
-    cand = rec.candidate
-    if pending is None or rec.batch_state != "running" or cand != pending.candidate:
-        return True   # stopped, or decided meanwhile: nothing of ours to land
+    if pending is None or pending.stopped or rec.batch_state != "running":
+        return True   # stopped, or its candidate left the window: nothing of ours to judge
+    cand = next((c for c in rec.candidates if same(c, pending.candidate)), None)
+    if cand is None or cand.state != "verifying":
+        return True
     child = rec.child(cand.task_id)
     failed = [r for r in pending.results if not r.passed]
-    if pending.setup_failure is not None:
-        t.park(child, f"batch_integration_setup_failed: {pending.setup_failure}")
-    elif failed:
-        from ..model import CheckResultModel
+    from ..model import CheckResultModel
 
-        child.gate_results = [CheckResultModel(**r.to_json()) for r in failed]
-        t.park(child, f"batch_integration_check_failed: {', '.join(r.id for r in failed)} failed on candidate "
-                      f"{cand.commit}")
-    elif t.head != cand.head:
-        if pending.rebuilt:
-            rec.candidate = None   # it moved again: the next tick builds a fresh one
-            t.events.append(f"candidate of {child.task_id} dropped (the head moved again)")
+    before = rec.candidates[:rec.candidates.index(cand)]
+    if failed and pending.setup_failure is None and any(c.state != "passed" for c in before):
+        # its tree holds the changes of the candidates before it, not judged yet: a failure may be theirs
+        cand.state = "waiting"
+        cand.results = [CheckResultModel(**r.to_json()) for r in pending.results]
+        t.events.append(f"{child.task_id} failed, waiting for the candidates before it")
+        return True
+    if pending.setup_failure is not None or failed:
+        after = [c.task_id for c in rec.candidates[len(before) + 1:]]
+        if pending.setup_failure is not None:
+            t.park(child, f"batch_integration_setup_failed: {pending.setup_failure}")
         else:
-            _rebuild(t, child, pending)
-    else:
-        try:
-            _clear_the_way(t, cand.commit)
-            engine.fast_forward(t.git, rec.coordinator, rec.branch, t.head, cand.commit,
-                                fast_forward_mark(t.git, t.slug))
-        except engine.Park as park:
-            t.park(child, park.reason)
-        else:
-            crash_point("fast-forwarded")
-            t.head = cand.commit
-            t.extend_history(cand.commit)
-            mark_integrated(t, child, cand.commit, pending.results)
-            t.events.append(f"integrated {child.task_id}")
-            t.landed = True   # written with the next candidate, in one state commit (`land.integrate`)
-            return True
-    t.write()
+            park_failed(t, child, cand.commit, failed, after)
+        t.write()
+        return True
+    cand.state = "passed"
+    cand.passed_at = t.s.clock()
+    cand.results = [CheckResultModel(**r.to_json()) for r in pending.results]
+    if cand is not rec.candidates[0] or cand.head != t.head:
+        t.events.append(f"passed {child.task_id}")
     return True
 
 
 PATHSPEC_MAX = 2000   # more changed paths than this: the whole coordinator is looked at
 
 
-def _clear_the_way(t: TickState, candidate: str) -> None:
+def clear_the_way(t: TickState, candidate: str) -> None:
     """Lane writes in the coordinator's way of the fast-forward are restored first (§9): those at a
     path the candidate changes, or a file where it needs a folder. Only those paths are looked at
     (a `git status` of the whole coordinator is a scan of every file, which the tick's step 2 made
@@ -121,17 +130,3 @@ def _keep_ignored(t: TickState, candidate: str, paths: list[str]) -> None:
         exc = refused("working_tree_unstaged", detail)
         exc.report = t.reject(exc.code, exc.detail).report
         raise exc
-
-
-def _rebuild(t: TickState, child, pending: Pending) -> None:
-    from ..model import Candidate
-    from .land import pending_for
-
-    try:
-        commit = build(t, child)
-    except engine.Park as park:
-        t.park(child, park.reason)
-        return
-    t.record.candidate = Candidate(task_id=child.task_id, commit=commit, head=t.head, at=t.s.clock())
-    t.events.append(f"candidate {child.task_id} rebuilt")
-    t.pending = pending_for(t, child, t.record.candidate, pending.held, rebuilt=True)

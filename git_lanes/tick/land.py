@@ -1,8 +1,9 @@
 """SPEC §7 C steps 8–9: land settled children on the batch branch.
 
     lane_commits (8)  one commit per settled child, inside its scope (§8.2)
-    integrate    (9)  at most one candidate per tick, recorded under the slug's lock with the
-                      verification lock taken (§8.3, §8.6); `gate.py` verifies and lands it
+    integrate    (9)  `window.py`: a window of stacked candidates, each recorded under the slug's
+                      lock with its verification lock taken (§8.3, §8.6, §8.9); `gate.py` judges
+                      a verified one; helpers here: `build`, `pending_for`, `mark_integrated`
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ..crash import crash_point
 from ..gitio import branch_ref
 from ..model import Candidate
 from ..scope import outside_scope
-from ..store import Held, flock_try, verify_lock_path
+from ..store import Held
 from . import engine
 from .state import TickState
 
@@ -34,7 +35,8 @@ class Pending:
     order: list[str]                              # the batch's tasks in plan order
     held: Held
     schedule: bool = True                         # the report after landing hands off provisions
-    rebuilt: bool = False
+    stopped: bool = False                         # its candidate left the window: its results are void
+    thread: int | None = None                     # the thread running its checks (`procs.kill_thread`)
     results: list["CheckResult"] = field(default_factory=list)
     setup_failure: str | None = None              # `<exit status>: <last lines>` of a failed setup
     extras: "Extras | None" = None                # what the tick that recorded it reports (refusals, ...)
@@ -84,63 +86,17 @@ def lane_commits(t: TickState) -> bool:
     return True
 
 
-# -- step 9 -----------------------------------------------------------------------------------------
+# -- step 9 (`window.integrate`) ------------------------------------------------------------------------
 
-def integrate(t: TickState) -> bool:
-    """One candidate at a time: the recorded one whose verifier died, else the next lane-committed
-    child in settle order (`settled_at`, then plan order). A live verifier makes this step a no-op;
-    the verifier that just landed one goes on with the next (it holds the lock already)."""
-    if t.pending is not None:
-        return True   # a rebuilt candidate waits for its verification
-    mine = t.landing.held if t.landing is not None else None
-    held = mine or flock_try(verify_lock_path(t.git, t.slug))
-    if held is None:
-        return True   # a live verifier holds it: only the next integration waits
-    try:
-        t.pending = _choose(t, held)
-    finally:
-        if t.pending is None and mine is None:
-            held.release()
-        if t.landed:
-            t.write()   # no next candidate was written: the integration on its own
-    return True
-
-
-def _choose(t: TickState, held: Held) -> Pending | None:
-    rec = t.record
-    stale = rec.candidate
-    if stale is not None:
-        if stale.head == t.head:
-            return pending_for(t, rec.child(stale.task_id), stale, held)
-        rec.candidate = None   # built on a head that moved: build it again below
-        t.events.append(f"candidate of {stale.task_id} dropped (the head moved)")
-    order = {c.task_id: i for i, c in enumerate(rec.children)}
-    queue = sorted((c for c in rec.children if c.state == "lane_committed"),
-                   key=lambda c: (c.settled_at or "", order[c.task_id]))
-    for child in queue:
-        try:
-            commit = build(t, child)
-        except engine.Park as park:
-            t.park(child, park.reason)
-            t.write()
-            continue
-        rec.candidate = Candidate(task_id=child.task_id, commit=commit, head=t.head, at=t.s.clock())
-        t.events.append(f"candidate {child.task_id}")
-        t.write()
-        crash_point("candidate-recorded")
-        return pending_for(t, child, rec.candidate, held)
-    if stale is not None and rec.candidate is None:
-        t.write()
-    return None
-
-
-def build(t: TickState, child: "Child") -> str:
-    """The candidate of a lane-committed child on the current head (§8.3), or Park."""
+def build(t: TickState, child: "Child", on: str | None = None) -> str:
+    """The candidate of a lane-committed child on `on` (the commit of the candidate before it in the
+    window), else on the current head (§8.3, §8.9), or Park."""
     rec = t.record
     git = t.git
     lane = child.lane
     head = t.head
     expected = t.expected()
+    on = on or head
     if head != expected:
         raise engine.Park(f"batch_head_lineage_broken: the coordinator is at {head}, expected {expected}")
     if list(git.odb.commit(lane.lane_commit).parents) != [lane.base_head]:
@@ -148,24 +104,29 @@ def build(t: TickState, child: "Child") -> str:
                           f"on the lane base {lane.base_head}")
     if not t.on_branch(lane.base_head):
         raise engine.Park(f"batch_head_lineage_broken: lane base {lane.base_head} is not on the batch branch")
-    candidate = engine.build_candidate(git, head, lane.lane_commit, lane.base_head)
-    engine.check_identity(git, lane.base_head, lane.lane_commit, head, candidate)
+    candidate = engine.build_candidate(git, on, lane.lane_commit, lane.base_head)
+    engine.check_identity(git, lane.base_head, lane.lane_commit, on, candidate)
     what = authority.plan_mismatch(t.s, rec, candidate)
     if what is not None:
         raise engine.Park(f"plan_changed: {what}")
     return candidate
 
 
-def pending_for(t: TickState, child: "Child", candidate: Candidate, held: Held, rebuilt: bool = False) -> Pending:
-    """What verifying `candidate` reruns: the child's checks and those of every sibling integrated
-    since its lane base, each from its authorized or approved intent."""
-    rec = t.record
+def rerun_tasks(t: TickState, child: "Child", before: list[str]) -> list[str]:
+    """The rerun set of a candidate (§8.3, §8.9): the child itself, then in plan order every sibling
+    integrated since its lane base and every child whose candidate stands before it in the window."""
     since_base = t.since(child.lane.base_head)
-    tasks = [child.task_id] + [sib.task_id for sib in rec.children
-                               if sib.commit in since_base and sib.task_id != child.task_id]
-    intents = [(task, authority.effective_intent(t.s, rec, task)) for task in tasks]
-    return Pending(rec.batch_id, candidate, engine.rerun_items(intents), [c.task_id for c in rec.children], held,
-                   schedule=t.schedule, rebuilt=rebuilt, coordinator=rec.coordinator,
+    return [child.task_id] + [sib.task_id for sib in t.record.children if sib.task_id != child.task_id
+                              and (sib.commit in since_base or sib.task_id in before)]
+
+
+def pending_for(t: TickState, child: "Child", candidate: Candidate, held: Held, before: list[str]) -> Pending:
+    """What verifying `candidate` reruns: `rerun_tasks`' checks, each from its authorized or approved
+    intent, as (task, check id, command, timeout) items."""
+    rec = t.record
+    intents = [(task, authority.effective_intent(t.s, rec, task)) for task in rerun_tasks(t, child, before)]
+    return Pending(rec.batch_id, candidate.model_copy(deep=True), engine.rerun_items(intents),
+                   [c.task_id for c in rec.children], held, schedule=t.schedule, coordinator=rec.coordinator,
                    specs=engine.rerun_specs(intents), receipts=t.req.receipts and rec.receipts is not False)
 
 

@@ -46,9 +46,19 @@ def requests(t: TickState) -> bool:
         if t.extras.lane_revision.get("accepted"):
             t.forget_scopes()
             t.events.append(f"revision of {t.req.revision.task_id}")
+            _drop_candidates(t, t.req.revision.task_id)
     if t.req.review is not None:
         _review(t, *t.req.review)
+        _drop_candidates(t, t.req.review[0])
     return True
+
+
+def _drop_candidates(t: TickState, task_id: str) -> None:
+    """A request that changes a candidate's child drops that candidate and every one after it (§8.9);
+    step 9 builds them again."""
+    if any(c.task_id == task_id for c in t.record.candidates):
+        after = lifecycle.drop_candidates(t.record, task_id)
+        t.events.append(f"candidate of {', '.join([task_id] + after)} dropped (a request changed {task_id})")
 
 
 def _instruct(t: TickState) -> None:

@@ -46,7 +46,7 @@ class TickState:
         self.head: str | None = None
         self.reason: str | None = None
         self.continue_start: str | None = None   # how to finish an interrupted `start` (repair.guards)
-        self.pending: "Pending | None" = None    # a candidate recorded by step 9, to verify
+        self.pendings: list["Pending"] = []     # candidates step 9 recorded (or found unverified), to verify
         self.landing: "Pending | None" = None    # a verified candidate this hold lands
         self.landed = False   # an integration is in the record, not written yet (it goes with the next candidate)
         self.lanes: "Lanes" = Lanes(s)

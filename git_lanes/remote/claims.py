@@ -228,14 +228,15 @@ def _join_once(s: Session, slug: str, task_id: str, path: str | None, remote: st
         doc = sync_push(s, remote, only=own_refs(s, slug).__contains__)
         _lost_before(s, slug, task_id, doc, mine, branch, rec.child(task_id))
         return _doc(s, rec, slug, task_id, s.worktree_on(branch.name).path, lrec.claim, again=True)
+    child = rec.child(task_id)
+    if child is None:   # (v4) not a child at all: a usage error, as in §6
+        raise usage(f"{task_id} is not a child of batch {rec.batch_id} (as pulled from {remote})")
     report = status_report(s, slug)
     handoff = next((h for h in report["handoffs"] if h.get("action") == "provision" and h["task_id"] == task_id), None)
     if handoff is None:
-        child = rec.child(task_id)
-        state = "not a child of this batch" if child is None else child.state
         raise refused("batch_lane_unknown_child",
                       f"{task_id} has no provision handoff in batch {rec.batch_id} as pulled from {remote} "
-                      f"(it is {state})")
+                      f"(it is {child.state})")
     if s.worktree_on(branch.name) is not None and not _drop_half_joined(s, branch, handoff["base_head"]):
         raise refused("batch_lane_branch_exists", f"{branch.name} is checked out in this clone already; "
                                                   "release that lane first")

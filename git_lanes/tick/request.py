@@ -22,6 +22,7 @@ class Request:
     only: set[str] | None = None                            # observe, commit and integrate these children only
     actor: str = "tick"
     closes_issues: bool = True                              # step 10 (`integrate` leaves it to the next tick)
+    heartbeats: bool = True                                 # step 7 judges remote heartbeats (not just after an outage)
 
     @property
     def has_requests(self) -> bool:

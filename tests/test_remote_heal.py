@@ -1,0 +1,95 @@
+"""Remote lanes that heal (SPEC §17.2, §17.6 "Remote restart"): a lost machine's task is restarted by the
+coordinator's own tick and another machine takes it; the lost claim's late pushes change nothing; the
+machine that comes back stops its session; executors beat on the batch record's timeout.
+
+Real processes over a bare server (file://), each clone with its own HOME (tests/remote_world.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from conftest import git
+from remote_world import World
+from test_remote_lanes import wait_for
+
+CHAIN = [{"id": "a"}, {"id": "b", "blocked_by": ["a"]}]
+
+
+def record(world: World) -> dict:
+    """The batch record as the coordinator holds it (what it pushes)."""
+    from git_lanes.session import Session
+
+    snap = Session(cwd=str(world.coord)).batches.read(world.slug)
+    return snap.record.model_dump(mode="json") if snap is not None else {"children": []}
+
+
+def server_child(world: World, task: str) -> dict:
+    return next((c for c in record(world)["children"] if c["task_id"] == task), {})
+
+
+def test_a_stalled_machine_is_restarted_by_the_coordinator_and_another_machine_finishes_its_task(tmp_path):
+    """east stalls in the middle of a (SIGSTOP: no heartbeat for longer than the batch's timeout); the
+    coordinator restarts a itself (no person, no resume), archiving east's half-done tip. east comes back:
+    its overdue heartbeat of the old claim reaches the server but changes nothing, and at its next pull it
+    stops its session. west (no lanes.remoteTimeout of its own: it beats on the record's 3 s) takes a and
+    b; the batch completes with west's work."""
+    world = World(tmp_path, tasks=CHAIN)
+    try:
+        east = world.clone("east")
+        world.clone("west")
+        git(world.coord, "config", "lanes.remoteTimeout", "3")
+        coord = world.coordinate("--max-parallel", "2")
+        east_work = world.work("east", env={"EXEC_SLEEP": "120", "EXEC_COMMIT": "a"})
+        wait_for(lambda: ("pushed", "a", "east") in world.traced(), world, what="east's session of a")
+        east_id = git(east, "config", "lanes.cloneId").strip()
+        east_run = server_child(world, "a")["lane"]["run_id"]
+        half_done = git(world.server, "rev-parse", "refs/heads/imm-lane/rl/a").strip()
+        assert record(world)["remote_timeout"] == 3
+
+        os.killpg(east_work.pid, signal.SIGSTOP)   # the machine stalls: no heartbeat
+        wait_for(lambda: server_child(world, "a").get("remote_restarts") == 1, world, what="the restart of a")
+        a = server_child(world, "a")
+        assert a["state"] == "pending" and a["lane"] is None and a["qa_attempts_seen"] == 0
+        rec = record(world)
+        assert rec["batch_state"] == "running"
+        assert [(x["task_id"], x["run_id"], x["tip"]) for x in rec["archived_lanes"]] == [("a", east_run, half_done)]
+
+        os.killpg(east_work.pid, signal.SIGCONT)   # it comes back: a late heartbeat, then a pull
+        wait_for(lambda: "a: session 1 stopped" in open(east_work.log_path).read(), world,
+                 what="east stopping its session of a")
+        east_log = open(east_work.log_path).read()
+        assert "restarted by the coordinator" in east_log, east_log
+        os.killpg(east_work.pid, signal.SIGKILL)
+        east_work.wait(timeout=10)
+        world.kill_executors("east")
+        assert server_child(world, "a")["state"] == "pending"     # the late push admitted nothing
+
+        west_work = world.work("west")
+        code, out = world.finish(coord)
+        assert code == 0, world.logs()
+        assert world.finish(west_work)[0] == 0, world.logs()
+        assert f"a: lane in clone {east_id}" in out and out.count(f"lane in clone {east_id}") == 1, out
+        assert "a: lane lost, restarted for another machine (restart 1 of 2)" in out, out
+        report = world.status()
+        assert report["batch_state"] == "completed" and world.landed() == ["a", "b"]
+        assert git(world.coord, "show", f"imm/{world.slug}:src/a.txt") == "right a\n"
+        assert {t: c for w, t, c in world.traced() if w == "end"} == {"a": "west", "b": "west"}
+        assert [c.get("remote_restarts") for c in report["children"]] == [1, None]
+        # east's half-done commit stays reachable from the record
+        assert git(world.server, "merge-base", "--is-ancestor", half_done, f"refs/notes/lanes/batch/{world.slug}") == ""
+    finally:
+        world.stop_all()
+
+
+def test_join_of_a_task_that_is_not_a_child_is_a_usage_error(tmp_path):
+    world = World(tmp_path, tasks=CHAIN)
+    world.lanes(None, "start", world.slug, "--yes")
+    world.lanes(None, "push")
+    world.clone("east")
+    proc = world.lanes("east", "join", world.slug, "zz", check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "zz is not a child of batch" in proc.stderr
+    assert git(world.clones["east"], "for-each-ref", "refs/heads/imm-lane/").strip() == ""
+    proc = world.lanes("east", "join", world.slug, "b", check=False)   # a child, not startable: exit 1
+    assert proc.returncode == 1 and "batch_lane_unknown_child" in proc.stderr

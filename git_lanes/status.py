@@ -11,8 +11,16 @@ from .tick import status_report
 
 
 def status(s: Session, slug: str) -> dict[str, Any]:
-    """The report of the latest batch of the slug, whatever its state; never writes."""
-    return status_report(s, slug)
+    """The report of the latest batch of the slug, whatever its state; never writes. In a clone of a remote
+    batch: what this clone does next, and each remote lane's heartbeat (SPEC §17.2)."""
+    from .remote.views import remote_view, unpulled
+
+    if s.batches.read(slug) is None:
+        remote = unpulled(s, slug)
+        if remote is not None:
+            raise usage(f"no batch for {slug} in this clone yet; {remote} has one (as last fetched): "
+                        f"git lanes pull {remote}")
+    return remote_view(s, slug, status_report(s, slug))
 
 
 def show(s: Session, slug: str, task_id: str) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from ..ids import check_id
 from ..lanehost import batch_timeout, remote_restarts, silence
 from ..model import IN_FLIGHT, TERMINAL
 from ..run import RunResult, drop_scratch, ending, log_dir as run_log_dir, summary_facts
-from ..run.loop import Driver, Stop
+from ..run.loop import Driver, Landed, Stop
 from ..run.prompts import default_correction, failing_checks
 from ..session import Session
 from ..store import CorruptRecord, run_lock
@@ -143,7 +143,24 @@ class Coordinator:
                     if not self.awaiting_release(ended_at):
                         return
             if not busy:
-                self.interrupted.wait(self.pause())
+                self.wait(self.pause())
+
+    def wait(self, timeout: float) -> None:
+        """`timeout` seconds, or until the verifier landed (or parked) a candidate: then a tick and a push
+        at once, so the handoffs it unblocks leave now (SPEC §17.2)."""
+        import queue
+
+        deadline = time.monotonic() + timeout
+        while not self.interrupted.is_set():
+            try:
+                event = self.driver.sessions.ended.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return
+            if isinstance(event, Landed):
+                self.driver.landed(event)
+                self.push()
+                self.changed_at = time.monotonic()
+                return
 
     def seen(self) -> None:
         """What the record says before this run's first tick: every landing after it is printed, also by a
@@ -272,10 +289,13 @@ def _run_remote(s: Session, slug: str, remote: str, opts, confirm: Callable[[str
                                         f"then 'git lanes resume {slug}' and run again",
                              summary_facts(s, slug, report, None, run_log_dir(s, record.batch_id), again=again))
     log_dir = run_log_dir(s, record.batch_id)
-    driver = Driver(s, slug, record, [], None, as_json, out, log_dir, verify_inline=True)
+    # candidates are verified in the driver's verifier thread, as `run` does: claims are admitted and
+    # lanes observed meanwhile
+    driver = Driver(s, slug, record, [], None, as_json, out, log_dir)
     coord = Coordinator(s, slug, remote, interval, driver)
-    driver.progress.event(f"{how} batch {record.batch_id} (max parallel {record.max_parallel}); executors: "
-                          f"'git lanes work {slug} --remote <name>' on machines that share {remote}")
+    url = s.git.config_get(f"remote.{remote}.url")
+    driver.progress.event(f"{how} batch {record.batch_id} (max parallel {record.max_parallel}); executors: in a "
+                          f"clone of {url}: git lanes work {slug} --executor CMD (CMD: your agent's command)")
     return _finish(coord, log_dir)
 
 
@@ -292,6 +312,8 @@ def _finish(coord: Coordinator, log_dir: str) -> RunResult:
     finally:
         if in_main:
             signal.signal(signal.SIGINT, previous)
+        if driver.verifier is not None:
+            driver.verifier.join()   # a candidate being verified lands (or stays recorded: Ctrl-C) first
     cs, slug = coord.cs, coord.slug
     interrupted = driver.interrupted.is_set()
     final = status_report(cs, slug)

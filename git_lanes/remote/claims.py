@@ -325,6 +325,20 @@ def _doc(s: Session, rec, slug: str, task_id: str, target: str, claim: Claim, ag
 
 # -- releasing a lane of this clone ----------------------------------------------------------------------------
 
+def outside_lane(s: Session) -> Session:
+    """`release` run inside the lane it may remove (SPEC §17.2): the command goes on from the main
+    worktree, so removing the lane does not pull the ground from under it."""
+    top = s.git.toplevel
+    here = s.worktrees().at(top) if top else None
+    if here is None or not here.branch or LaneBranch.of_ref(here.branch) is None:
+        return s
+    main = s.worktrees()[0]
+    if main.bare or not os.path.isdir(main.path):
+        return s
+    os.chdir(main.path)
+    return Session(cwd=main.path, warn=s.warn)
+
+
 def release(s: Session, slug: str, task_id: str, keep_branch: bool = False,
             remote: str | None = "origin") -> dict[str, Any]:
     """`git lanes release <task>`: a lane of this clone (SPEC §14) is removed here, its record gets a last

@@ -7,8 +7,10 @@ Real processes over a bare server (file://), each clone with its own HOME (tests
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+from pathlib import Path
 
 from conftest import git
 from remote_world import World
@@ -79,6 +81,17 @@ def test_a_stalled_machine_is_restarted_by_the_coordinator_and_another_machine_f
         assert [c.get("remote_restarts") for c in report["children"]] == [1, None]
         # east's half-done commit stays reachable from the record
         assert git(world.server, "merge-base", "--is-ancestor", half_done, f"refs/notes/lanes/batch/{world.slug}") == ""
+
+        # east, back for good, removes its lost lane; what it had not committed is kept by its lane record
+        lane_a = next(line.split(" ", 1)[1] for line in git(east, "worktree", "list", "--porcelain").splitlines()
+                      if line.startswith("worktree ") and line.endswith("/rl/a"))
+        (Path(lane_a) / "notes.txt").write_text("unsaved\n")
+        doc = json.loads(world.lanes("east", "release", "--stale", world.slug, "--json").stdout)
+        [item] = doc["released"]
+        assert item["task_id"] == "a" and item["snapshot"] and not Path(lane_a).exists(), doc
+        assert git(east, "for-each-ref", "refs/heads/imm-lane/").strip() == ""
+        assert git(east, "merge-base", "--is-ancestor", item["snapshot"], "refs/notes/lanes/lane/rl/a") == ""
+        assert git(east, "show", f"{item['snapshot']}:notes.txt") == "unsaved\n"
     finally:
         world.stop_all()
 

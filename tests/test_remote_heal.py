@@ -106,3 +106,41 @@ def test_join_of_a_task_that_is_not_a_child_is_a_usage_error(tmp_path):
     assert git(world.clones["east"], "for-each-ref", "refs/heads/imm-lane/").strip() == ""
     proc = world.lanes("east", "join", world.slug, "b", check=False)   # a child, not startable: exit 1
     assert proc.returncode == 1 and "batch_lane_unknown_child" in proc.stderr
+
+
+def test_work_once_finishes_its_lane_and_run_remote_releases_what_the_machine_left(tmp_path):
+    """`work --once` joins one lane (--jobs 1), waits for its admission, runs its session and exits
+    without waiting for the landing. The coordinator integrates it; the machine being gone, run --remote
+    records the lane released before it stops and deletes its branch on the server. Back on that machine,
+    a pull and `release --stale` remove the lane, its undelivered copy kept by its lane record."""
+    world = World(tmp_path, tasks=[{"id": "d"}, {"id": "e"}])
+    try:
+        east = world.clone("east")
+        git(world.coord, "config", "lanes.remoteTimeout", "3")
+        coord = world.coordinate("--max-parallel", "2")
+        wait_for(lambda: git(world.server, "for-each-ref", "refs/notes/lanes/batch/").strip() != "", world,
+                 what="the batch on the server")
+        proc = world.lanes("east", "work", world.slug, "--executor", world.executor(), "--once", "--interval", "0.25",
+                           env={"EXEC_TRACE": str(world.trace), "EXEC_SLEEP": "0.2"})
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert [(w, c) for w, _t, c in world.traced()] == [("start", "east"), ("end", "east")]
+        [(_, task, _)] = [t for t in world.traced() if t[0] == "end"]
+        assert f"{task}: session 1 ended" in proc.stdout and "done: passed" in proc.stdout
+        other = "e" if task == "d" else "d"
+        west = world.clone("west")
+        west_work = world.work("west", "--once")
+        assert world.finish(west_work)[0] == 0, world.logs()
+        code, out = world.finish(coord)
+        assert code == 0, world.logs()
+        assert f"{task}: lane released here (its machine did not" in out, out
+        assert {c["task_id"]: c["state"] for c in world.status()["children"]} == {task: "released", other: "released"}
+        assert git(world.server, "for-each-ref", "refs/heads/imm-lane/").strip() == ""
+
+        world.lanes("east", "pull")
+        doc = json.loads(world.lanes("east", "release", "--stale", world.slug, "--json").stdout)
+        assert [r["task_id"] for r in doc["released"]] == [task], doc
+        assert git(east, "for-each-ref", "refs/heads/imm-lane/").strip() == ""
+        assert world.lanes("east", "audit", world.slug).returncode == 0
+        assert west.exists()
+    finally:
+        world.stop_all()

@@ -136,11 +136,10 @@ class Coordinator:
                     self.changed_at = time.monotonic()
                 self.push()
                 state = self.driver.report["batch_state"]
-                if state == "needs_human":
-                    return
-                if state in TERMINAL:
+                if state == "needs_human" or state in TERMINAL:
                     ended_at = ended_at or time.monotonic()
                     if not self.awaiting_release(ended_at):
+                        self.release_silent()
                         return
             if not busy:
                 self.wait(self.pause())
@@ -230,6 +229,28 @@ class Coordinator:
                 raise Stop(f"the correction for {task} was refused: {li.get('reason')}")
             self.event(f"{task}: correction sent ({len(text)} characters)")
         return report
+
+    def release_silent(self) -> None:
+        """Before the loop stops (SPEC §17.2): integrated remote lanes whose machines did not release them
+        are recorded released here, and the push that follows deletes their branch (the lane commit) on
+        the remote; a machine that comes back removes its copy with `release --stale`."""
+        from .. import lifecycle
+        from ..gitio import branch_ref
+
+        snap = self.cs.batches.read(self.slug)
+        tasks = [c.task_id for c in (snap.record.children if snap is not None else []) if c.state == "integrated"
+                 and c.lane is not None and c.lane.remote is not None and c.lane.lane_commit
+                 and self.cs.git.refs.resolve(branch_ref(c.lane.branch)) in (None, c.lane.lane_commit)]
+        if not tasks:
+            return
+        with self.cs.transaction(self.slug, "run") as tx:
+            for task in tasks:
+                lifecycle.release(tx.record.child(task))
+            tx.write("released " + ", ".join(tasks) + ": their machines did not")
+        for task in tasks:
+            self.event(f"{task}: lane released here (its machine did not; 'git lanes release --stale "
+                       f"{self.slug}' there removes its copy)")
+        self.push()
 
     def awaiting_release(self, ended_at: float) -> bool:
         """Integrated remote lanes whose machines still beat: they release them soon (bounded by the timeout)."""

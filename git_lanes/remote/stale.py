@@ -61,7 +61,8 @@ def _release_lost(s: Session, rec, remote: str) -> dict[str, Any]:
             lrec = None
         claim = live_claim(rec, task, lrec)
         ours = lrec is not None and lrec.claim is not None and lrec.claim.clone_id == mine
-        live = claim is not None and claim.clone_id == mine and child is not None and child.state != "needs_human"
+        live = claim is not None and claim.clone_id == mine and child is not None \
+            and child.state not in ("needs_human", "released")
         if live and not rec.terminal:
             continue   # this clone's lane, still wanted (a release handoff removes it when integrated)
         wt = s.worktree_on(lane.name)

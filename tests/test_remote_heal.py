@@ -67,6 +67,13 @@ def test_a_stalled_machine_is_restarted_by_the_coordinator_and_another_machine_f
         east_work.wait(timeout=10)
         world.kill_executors("east")
         assert server_child(world, "a")["state"] == "pending"     # the late push admitted nothing
+        lane_a = next(line.split(" ", 1)[1] for line in git(east, "worktree", "list", "--porcelain").splitlines()
+                      if line.startswith("worktree ") and line.endswith("/rl/a"))
+        (Path(lane_a) / "late.txt").write_text("late\n")   # and east's lane branch moves on the server after it
+        git(Path(lane_a), "add", "late.txt")
+        git(Path(lane_a), "commit", "-q", "-m", "late work")
+        git(Path(lane_a), "push", "-q", "origin", "HEAD:refs/heads/imm-lane/rl/a")
+        late = git(Path(lane_a), "rev-parse", "HEAD").strip()
 
         west_work = world.work("west")
         code, out = world.finish(coord)
@@ -82,9 +89,9 @@ def test_a_stalled_machine_is_restarted_by_the_coordinator_and_another_machine_f
         # east's half-done commit stays reachable from the record
         assert git(world.server, "merge-base", "--is-ancestor", half_done, f"refs/notes/lanes/batch/{world.slug}") == ""
 
+        # west's claim replaced the branch east pushed late, and keeps that tip reachable
+        assert git(world.server, "merge-base", "--is-ancestor", late, "refs/notes/lanes/lane/rl/a") == ""
         # east, back for good, removes its lost lane; what it had not committed is kept by its lane record
-        lane_a = next(line.split(" ", 1)[1] for line in git(east, "worktree", "list", "--porcelain").splitlines()
-                      if line.startswith("worktree ") and line.endswith("/rl/a"))
         (Path(lane_a) / "notes.txt").write_text("unsaved\n")
         doc = json.loads(world.lanes("east", "release", "--stale", world.slug, "--json").stdout)
         [item] = doc["released"]

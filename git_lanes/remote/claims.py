@@ -257,10 +257,14 @@ def _join_once(s: Session, slug: str, task_id: str, path: str | None, remote: st
     at = s.clock()
     run_id = uuid.uuid4().hex[:16]
     new_claim = Claim(at=at, clone_id=mine, host=host_name(), run_id=run_id, heartbeat_at=at)
+    _, prefix = resolve_remote(git, remote)
+    # the remote's branch (a lost run may have pushed to it after its restart): kept by the claim too
+    theirs = git.refs.resolve(prefix + branch.ref[len("refs/"):])
+    kept = [c for c in (replaced, theirs) if c and c != handoff["base_head"] and git.odb.has(c)]
     _, commit = write_lane_record(
         s, slug, task_id, run_id, lambda r: r, f"join {task_id}: claimed by {mine}",
         fresh=lambda: LaneRecord(batch_id=rec.batch_id, task_id=task_id, run_id=run_id, claim=new_claim),
-        extra_parents=tuple(c for c in (replaced,) if c))
+        extra_parents=tuple(dict.fromkeys(kept)))
     try:
         won = _push_claim(s, remote, branch.ref, handoff["base_head"], lane_record_ref(slug, task_id), commit)
     except LanesError:   # the server went away: nothing of the claim stays here either

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 from conftest import git
@@ -93,3 +94,40 @@ def test_pull_prunes_remote_tracking_refs_of_lane_branches_the_server_deleted(tm
     git(world.server, "update-ref", "-d", "refs/heads/imm-lane/rl/a")
     world.lanes("east", "pull", check=False)
     assert git(east, "for-each-ref", "refs/remotes/origin/imm-lane/").strip() == ""
+
+
+def test_work_waits_for_a_batch_and_a_continuing_coordinator_prints_the_integration_it_lands(tmp_path):
+    from test_remote_lanes import wait_for
+
+    world = World(tmp_path, tasks=[{"id": "a"}])
+    try:
+        east = world.clone("east")
+        early = world.start("east", "work", "--executor", world.executor(), "--interval", "0.25")  # --remote origin
+        wait_for(lambda: "waiting for a batch of any slug on origin" in Path(early.log_path).read_text(), world,
+                 what="work saying it waits")
+        world.stop_all()
+
+        git(world.coord, "config", "lanes.remoteTimeout", "60")
+        world.lanes(None, "start", world.slug, "--yes")
+        world.lanes(None, "push")
+        world.lanes("east", "join", world.slug, "a")
+        world.lanes(None, "pull")
+        world.lanes(None, "tick")
+        world.lanes(None, "push")
+        world.lanes("east", "pull")
+        lane = next(line.split(" ", 1)[1] for line in git(east, "worktree", "list", "--porcelain").splitlines()
+                    if line.startswith("worktree ") and line.endswith("/rl/a"))
+        deliver(lane, {"src/a.txt": "right a\n"})
+        assert lanes(Path(lane), "done")[0] == 0
+        world.lanes("east", "push")
+        coord = world.coordinate()
+        on_server = ["git", "rev-list", "--count", f"main..imm/{world.slug}"]   # record and branch: one push
+        wait_for(lambda: subprocess.run(on_server, cwd=world.server, capture_output=True, text=True).stdout.strip()
+                 == "1", world, what="the integration of a on the server")
+        world.lanes("east", "pull")
+        world.lanes("east", "release", "a", "--slug", world.slug)   # pushes the release
+        code, out = world.finish(coord)
+        assert code == 0, world.logs()
+        assert "continuing batch" in out and "a: integrated " in out, out
+    finally:
+        world.stop_all()

@@ -55,6 +55,7 @@ class Coordinator:
         self.pull_failed = False
         self.judge_after = 0.0               # after an outage: no heartbeat judged before the lanes could push
         self.changed_at = time.monotonic()   # the last pull that brought news, or the last write
+        self.tick_at = 0.0
         self.lanes: dict[str, str] = {}     # task -> clone id of the remote lane it was admitted with
 
     @property
@@ -121,7 +122,8 @@ class Coordinator:
         ended_at: float | None = None
         while not self.interrupted.is_set():
             busy = False
-            if self.pull():
+            if self.pull() and (self.changed_at >= self.tick_at or time.monotonic() - self.tick_at >= self.interval):
+                self.tick_at = time.monotonic()   # a pull that brought nothing ticks once per --interval only
                 record_ref = self.cs.batches.ref(self.slug)
                 before = self.cs.git.refs.resolve(record_ref)
                 for task in self.delivered():   # each lane that delivered lands and is pushed on its own,

@@ -84,6 +84,7 @@ class Worker(Waiting):
     unreachable: str | None = None
     joined: int = 0                 # lanes joined by this process (`--once`: at most --jobs)
     changed_at: float = field(default_factory=time.monotonic)
+    round_at: float = 0.0           # the last full round (status, sessions, joins, releases)
     waiting_said: bool = False
 
     def __post_init__(self) -> None:
@@ -160,6 +161,10 @@ class Worker(Waiting):
                     self.event(f"waiting for a batch of {self.slug or 'any slug'} on {self.remote}")
                 self.wait()
                 continue
+            if self.changed_at < self.round_at and time.monotonic() - self.round_at < self.interval:
+                self.wait()   # the pull brought nothing and nothing happened here: no round before --interval
+                continue
+            self.round_at = time.monotonic()
             self.report = self._status()
             self.note(self.report)
             state = rec.batch_state

@@ -3,5 +3,5 @@
 BATCH_RECORD = "git_lanes/batch_record/v1"
 LANE_RECORD = "git_lanes/lane_record/v1"
 BATCH_REPORT = "git_lanes/batch_report/v1"
-STORE_LAYOUT = "git_lanes/store_layout/v1"
+STORE_LAYOUT = "git_lanes/store_layout/v2"
 CONTRACTS = "git_lanes/contracts/v1"

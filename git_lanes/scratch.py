@@ -2,7 +2,7 @@
 on exactly the tree they judge, never in the coordinator.
 
 A per-repository pool of detached worktrees under `<git-common-dir>/lanes/scratch/<n>`, each taken
-with an `flock` (`…/lanes/locks/scratch-<n>`) for as long as one verification needs it, so two
+with an `flock` (`…/lanes/locks/scratch/<n>`) for as long as one verification needs it, so two
 batches never share one at once, and reused by every batch of any slug: only the first batch of a
 clone pays a full checkout. A new worktree gets the coordinator's `lanes.copy` files, as a lane
 does, then `lanes.setupCommand`. A taken worktree is moved to each commit with a two-tree checkout
@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Iterator
 
 from .checks import CheckResult, child_env, last_lines, run_checks
-from .store import flock_try
+from .store import flock_try, lock_path
 from .workspace import copy_ignored, run_setup
 
 if TYPE_CHECKING:
@@ -50,10 +50,9 @@ def pool_root(s: "Session") -> str:
 def take(s: "Session", coordinator: str | None = None) -> Iterator["Scratch"]:
     """The first free worktree of the pool (a new one when all are taken), held until the block ends;
     its `lanes.copy` files come from the worktree `coordinator` (the batch's), else the session's."""
-    lock_dir = os.path.join(s.git.common_dir, "lanes", "locks")
     slot = 0
     while True:
-        held = flock_try(os.path.join(lock_dir, f"scratch-{slot}"))
+        held = flock_try(lock_path(s.git, "scratch", str(slot)))
         if held is not None:
             break
         slot += 1
@@ -81,12 +80,11 @@ def remove_pool(s: "Session") -> list[str]:
     """Remove every scratch worktree no one holds (`release --stale`; `run` with lanes.keepScratch
     false); the paths removed."""
     root = pool_root(s)
-    lock_dir = os.path.join(s.git.common_dir, "lanes", "locks")
     removed = []
     for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
         if not name.isdigit():
             continue   # a slot's .keep file goes with its slot
-        held = flock_try(os.path.join(lock_dir, f"scratch-{name}"))
+        held = flock_try(lock_path(s.git, "scratch", name))
         if held is None:
             continue   # in use right now
         try:

@@ -11,16 +11,38 @@ from .tick import status_report
 
 
 def status(s: Session, slug: str) -> dict[str, Any]:
-    """The report of the latest batch of the slug, whatever its state; never writes. In a clone of a remote
-    batch: what this clone does next, and each remote lane's heartbeat (SPEC §17.2)."""
+    """The report of the latest batch of the slug, whatever its state; never writes. While a live
+    `git lanes run` drives the slug (it holds `locks/run/<slug>`), the report says so (`driver`) and its
+    `next_action` leaves the handoffs to that run (SPEC §17.1). In a clone of a remote batch: what this
+    clone does next, and each remote lane's heartbeat (SPEC §17.2)."""
     from .remote.views import remote_view, unpulled
+    from .store import driver
 
     if s.batches.read(slug) is None:
         remote = unpulled(s, slug)
         if remote is not None:
             raise usage(f"no batch for {slug} in this clone yet; {remote} has one (as last fetched): "
                         f"git lanes pull {remote}")
-    return remote_view(s, slug, status_report(s, slug))
+    report = remote_view(s, slug, status_report(s, slug))
+    live = driver(s.git, slug)
+    if live is not None:
+        report["driver"] = live
+        report["next_action"] = driven_action(s, slug, live)
+    return report
+
+
+def driven_action(s: Session, slug: str, live: dict[str, Any]) -> str:
+    """`next_action` while a run drives the slug: no handoff step (the run takes them), only what a
+    person may do beside it (parked children: look, then resume)."""
+    from shlex import quote
+
+    from .report import parked_commands
+
+    snap = s.batches.read(slug)
+    parked = parked_commands(snap.record) if snap is not None else []
+    return (f"git lanes run (pid {live['pid']}) drives {quote(slug)}: it provisions the lanes, runs their sessions, "
+            f"integrates and releases; follow it with git lanes status {quote(slug)}."
+            + (" Parked: " + "; ".join(parked) + "." if parked else ""))
 
 
 def show(s: Session, slug: str, task_id: str) -> dict[str, Any]:

@@ -28,9 +28,37 @@ def _handoff(report: dict[str, Any], action: str, task_id: str) -> dict[str, Any
     return next((h for h in report["handoffs"] if h.get("action") == action and h["task_id"] == task_id), None)
 
 
+def not_driven(s: Session, slug: str) -> None:
+    """`batch_busy` when a live `git lanes run` of another process drives the slug (SPEC §17.1): its
+    provisions and releases are that run's, and a second hand on them races it."""
+    from .store import driver
+
+    live = driver(s.git, slug)
+    if live is not None and live["pid"] != os.getpid():
+        raise refused("batch_busy", f"git lanes run (pid {live['pid']}) drives {slug}")
+
+
 def provision(s: Session, slug: str, task_id: str, path: str | None) -> Outcome:
-    """Create the lane branch at the provision handoff's base, add the worktree, set it up, offer it."""
+    """Create the lane branch at the provision handoff's base, add the worktree, set it up, offer it;
+    under the lane's lock, taken without waiting: a second provision of the task at once refuses
+    `batch_busy` and leaves the first's lane alone (it is no interrupted provision's)."""
+    from .store import lane_lock_try
+
     check_id(task_id, "task id")
+    not_driven(s, slug)
+    held = lane_lock_try(s.git, slug, task_id)
+    if held is None:
+        raise refused("batch_busy", f"another git-lanes command holds the lock of the lane of {task_id} "
+                                    f"(a provision of {task_id} is under way)")
+    try:
+        not_driven(s, slug)   # a run that started meanwhile
+        return _provision(s, slug, task_id, path)
+    finally:
+        for h in reversed(held):
+            h.release()
+
+
+def _provision(s: Session, slug: str, task_id: str, path: str | None) -> Outcome:
     report = status_report(s, slug)
     handoff = _handoff(report, "provision", task_id)
     if handoff is None:
@@ -90,6 +118,7 @@ def release(s: Session, slug: str, task_id: str, keep_branch: bool = False) -> d
     """Remove a lane that a release handoff names and record it `released`; or the old lane of a child
     that `resume --restart` sent back to pending (its dirty work first kept in a commit)."""
     check_id(task_id, "task id")
+    not_driven(s, slug)
     report = status_report(s, slug)
     if _state_of(report, task_id) == "not a child of this batch":
         raise usage(f"{task_id} is not a child of batch {report['batch_id']}")
@@ -263,6 +292,7 @@ def _record(s: Session, slug: str, released: list[str] = (), archived: list[Arch
 
 def release_stale(s: Session, slug: str) -> dict[str, Any]:
     """Remove clean lanes of a terminal batch, keeping never-integrated lane tips reachable."""
+    not_driven(s, slug)
     snap = s.batches.read(slug)
     if snap is None:
         raise usage(f"no batch for {slug}")

@@ -310,10 +310,13 @@ def _ignored(rel: str) -> bool:
     inner = parts[parts.index(".git") + 1:]
     if inner[:1] == ["objects"] or inner in (["lanes"], ["lanes", "locks"], ["lanes", "exclude"]):
         return True
-    if inner[:2] == ["lanes", "locks"] and len(inner) == 3:
-        stem = inner[2].rsplit(".", 1)[0]
-        return bool(re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9_-])?", stem)) and ".." not in stem \
-            and not stem.endswith(".lock")
+    if inner[:2] == ["lanes", "locks"] and len(inner) > 2:
+        # v4's lock folders and their files (SPEC §15 v4), and v3's lock files a v4 writer also takes
+        names = inner[3:] if inner[2] in ("batch", "lane", "verify", "run", "ff", "fetch", "scratch") else \
+            [n.rsplit(".", 1)[0] for n in inner[2:]]
+        return len(names) <= 2 and all(
+            re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9_-])?", n) and ".." not in n
+            and not n.endswith(".lock") for n in names)
     return False
 
 

@@ -183,9 +183,9 @@ def test_eight_commands_at_once_for_many_rounds(tmp_path):
 
 def hold_slug_lock(repo: Path) -> int:
     """Take the slug's `flock` (SPEC §15: `<git-common-dir>/lanes/locks/`) as another command would."""
-    folder = repo / ".git" / "lanes" / "locks"
+    folder = repo / ".git" / "lanes" / "locks" / "batch"
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / f"{SLUG}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(folder / SLUG, os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(fd, fcntl.LOCK_EX)
     return fd
 
@@ -212,7 +212,7 @@ def test_a_tick_waiting_for_the_lock_never_parks_a_lane_provisioned_meanwhile(tm
     tasks = [{"id": f"p{i:02d}", "scope": [f"src/p{i:02d}"], "check": right(f"p{i:02d}")} for i in range(20)]
     repo = make_repo(tmp_path / "repo", tasks=tasks, final_checks=[], lanes_root=tmp_path / "lanes")
     assert lanes_proc(repo, "start", SLUG, "--yes", "--max-parallel", "20").code == 0
-    lock = repo / ".git" / "lanes" / "locks" / f"{SLUG}.lock"
+    lock = repo / ".git" / "lanes" / "locks" / "batch" / SLUG
     parked, provision_first = [], 0
     for i in range(20):
         task = f"p{i:02d}"

@@ -15,7 +15,7 @@ from flow import child_of, cli, done, exists, intent, ok, provision, start, stat
 
 MANIFEST = {"contract": "git_lanes/contracts/v1", "batch_record": "git_lanes/batch_record/v1",
             "lane_record": "git_lanes/lane_record/v1", "batch_report": "git_lanes/batch_report/v1",
-            "store_layout": "git_lanes/store_layout/v1"}
+            "store_layout": "git_lanes/store_layout/v2"}
 # the git_lanes that `git lanes` runs (installed beside this interpreter), not the one this test imported
 SRC = subprocess.run([sys.executable, "-c", "import git_lanes, os; print(os.path.dirname(os.path.abspath("
                       "git_lanes.__file__)))"], cwd="/", capture_output=True, text=True, check=True).stdout.strip()
@@ -67,7 +67,7 @@ def test_a_mismatching_manifest_refuses_start_and_writes_nothing(repo, tmp_path)
     assert err.strip() == "error: " + doc["reason"]
     assert err.strip() == expected_refusal(manifest, "lane_record: git_lanes/lane_record/v1 != "
                                                      "git_lanes/lane_record/v2; store_layout: "
-                                                     "git_lanes/store_layout/v1 != git_lanes/store_layout/v3")
+                                                     "git_lanes/store_layout/v2 != git_lanes/store_layout/v3")
     assert world(repo) == before
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
 

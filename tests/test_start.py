@@ -188,7 +188,7 @@ def test_start_refusals(demo, tmp_path):
     manifest.write_text(json.dumps({"contract": "git_lanes/contracts/v1", "batch_record": "git_lanes/batch_record/v2",
                                     "lane_record": "git_lanes/lane_record/v1",
                                     "batch_report": "git_lanes/batch_report/v1",
-                                    "store_layout": "git_lanes/store_layout/v1"}))
+                                    "store_layout": "git_lanes/store_layout/v2"}))
     err = refusal(demo, "--executor-runtime", str(manifest))
     assert "error: batch_runtime_contract_mismatch: coordinator runtime" in err
     assert "batch_record: git_lanes/batch_record/v1 != git_lanes/batch_record/v2" in err
@@ -270,7 +270,7 @@ def test_contracts_and_schema(demo):
     code, out, _ = lanes(demo, "contracts")
     assert json.loads(out) == {"contract": "git_lanes/contracts/v1", "batch_record": "git_lanes/batch_record/v1",
                                "lane_record": "git_lanes/lane_record/v1", "batch_report": "git_lanes/batch_report/v1",
-                               "store_layout": "git_lanes/store_layout/v1"}
+                               "store_layout": "git_lanes/store_layout/v2"}
     code, out, _ = lanes(demo, "schema", "batch_record")
     schema = json.loads(out)
     assert "children" in schema["properties"] and "adopted_heads" in schema["properties"]

@@ -9,7 +9,7 @@ import sys
 
 
 def _group():
-    from . import batch, lane, meta, remote, requests, run, steward  # noqa: F401  (they register the commands)
+    from . import batch, board, lane, meta, remote, requests, run, steward  # noqa: F401  (they register the commands)
     from . import app
 
     return app

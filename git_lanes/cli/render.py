@@ -122,6 +122,8 @@ def outcome(result, as_json: bool) -> None:
 
 def report(r: dict) -> None:
     say(f"batch {r.get('batch_id')} ({r['slug']}): {r['batch_state']}")
+    if r.get("driver"):
+        say(f"driven by git lanes run (pid {r['driver']['pid']}, since {r['driver']['since']})")
     if r.get("reason"):
         say(f"reason: {r['reason']}")
     width = max((len(c["task_id"]) for c in r["children"]), default=4)
@@ -157,7 +159,7 @@ def report(r: dict) -> None:
         say(f"final verification: {'passed' if fv['passed'] else 'FAILED'} at {fv['head'][:12]}")
     from ..report import handoff_command
 
-    for h in r["handoffs"]:
+    for h in r["handoffs"] if not r.get("driver") else []:   # a run that drives the batch takes them
         role = h.get("action") or h.get("next_obligation")
         say(f"handoff: {h['role']} {role} {h['task_id']}: {handoff_command(r['slug'], h)}")
     say(f"next: {r['next_action']}")

@@ -143,6 +143,9 @@ def demo(directory: str | None, *, as_json: bool = False, out: Callable[[str], N
     result.summary["after"] = (f"The demo project is in {root}: try 'git -C {where} log --oneline "
                                f"imm/{SLUG}', 'git -C {where} lanes status {SLUG}' or "
                                f"'git -C {where} log --notes=lanes/evidence -1 imm/{SLUG}'.")
+    from ..board import report   # the batch's page, under DIR with its session logs (SPEC §17.5)
+
+    result.summary["after"] += f"\nreport: {report(Session(cwd=root), SLUG)}"
     return result
 
 if __name__ == "__main__":

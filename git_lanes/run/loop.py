@@ -298,17 +298,13 @@ class Driver(Provisioning, Correcting):
             if h["task_id"] in self.sessions.active or self.interrupted.is_set():
                 continue
             report = self.correct(h)
-        for first in (True, False):
-            provisions = [h for h in report["handoffs"] if h.get("action") == "provision"
-                          and self.track_of(h["task_id"]).provision_failures < PROVISION_TRIES]
-            if first and (self.sessions.active or len(provisions) < 2):
-                continue
-            if provisions and not self.interrupted.is_set():
-                # when nothing runs yet, one lane first: its session starts while the others are made
-                report = self.provision(provisions[:1] if first else provisions)
-            if report["batch_state"] != "running":
-                return report
-            self.start_sessions(report)
+        provisions = [h for h in report["handoffs"] if h.get("action") == "provision"
+                      and self.track_of(h["task_id"]).provision_failures < PROVISION_TRIES]
+        if provisions and not self.interrupted.is_set():
+            report = self.provision(provisions)   # the lanes made at once: N setups cost about one
+        if report["batch_state"] != "running":
+            return report
+        self.start_sessions(report)
         self.releases = [h for h in report["handoffs"] if h.get("action") == "release"]
         return report
 

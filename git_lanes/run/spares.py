@@ -56,12 +56,23 @@ class Spares:
         return None
 
     def make(self, task: str) -> None:
+        """A spare lane for `task`, under the lane's lock (a `provision` of another process that holds it
+        is making that lane: no spare then)."""
+        from ..store import lane_lock_try
+
         s = self.coordinator()
         head = s.git.refs.resolve(BatchBranch(self.slug).ref)
+        held = lane_lock_try(s.git, self.slug, task)
+        if held is None:
+            self.never.add(task)
+            return
         try:
             self.lanes[task] = create_lane(s, self.slug, task, head, self.batch_id)
         except LanesError:
             self.never.add(task)
+        finally:
+            for h in reversed(held):
+                h.release()
 
     def refresh(self, report: dict[str, Any], skip: set[str]) -> None:
         """Fast-forward the spare lane a freed slot goes to next (the first in plan order) to the batch

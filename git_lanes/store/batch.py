@@ -169,9 +169,10 @@ class BatchStore:
                                             "(nothing was written)")
             yield Transaction(self, slug, snap, actor, clock)
 
-    def log(self, slug: str) -> list[dict[str, str]]:
-        """The audit trail, oldest first: one entry per state write (first parents)."""
-        tip = self.git.refs.resolve(self.ref(slug))
+    def log(self, slug: str, tip: str | None = None) -> list[dict[str, str]]:
+        """The audit trail, oldest first: one entry per state write (first parents), from the slug's
+        record (or from the state commit `tip`, e.g. a fetched copy's)."""
+        tip = tip or self.git.refs.resolve(self.ref(slug))
         entries = []
         while tip:
             c = self.git.odb.commit(tip)

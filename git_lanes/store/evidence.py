@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import LanesError, refused
 from ..gitio import EVIDENCE_REF, RefRaceError
@@ -62,6 +62,21 @@ class EvidenceNotes:
             return json.loads(self.git.odb.blob(oid))
         except (ValueError, LanesError):
             raise CorruptRecord(f"the evidence note of {commit} is not JSON") from None
+
+    def read_many(self, commits: Iterable[str], ref: str = EVIDENCE_REF) -> dict[str, dict[str, Any]]:
+        """{commit: note} for those of `commits` that have a readable note at `ref` (a fetched copy's
+        too); read-only views (`report`, `stats`) leave an unreadable note out rather than fail."""
+        _, present = self._present(self.git.refs.resolve(ref))
+        found = {}
+        for commit in commits:
+            oid = present.get(commit)
+            try:
+                note = json.loads(self.git.odb.blob(oid)) if oid is not None else None
+            except (ValueError, LanesError):
+                note = None
+            if isinstance(note, dict):
+                found[commit] = note
+        return found
 
     def prepare(self, notes: dict[str, dict[str, Any]]) -> tuple[str, str, str | None] | None:
         """(ref, new tip, old tip) of one notes commit adding the notes not there yet; None when

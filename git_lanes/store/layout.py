@@ -1,4 +1,4 @@
-"""The batch record as files (store contract `git_lanes/store_layout/v1`, SPEC §15):
+"""The batch record as files (store contract `git_lanes/store_layout/v2`, SPEC §15):
 
   batch.json                       the fixed-size fields
   children/<2 hex>/<task>.json     one blob per child (`index` keeps plan order)

@@ -178,8 +178,9 @@ class Coordinator:
         snap = self.cs.batches.read(self.slug)
         rec = snap.record if snap is not None else None
         candidates = getattr(rec, "candidates", None) or getattr(rec, "candidate", None)   # §8.9 v4: a list
-        due = rec is not None and (bool(candidates) or any(
-            c.lane is not None and c.lane.remote is not None and c.state in IN_FLIGHT for c in rec.children))
+        due = rec is not None and (bool(candidates) or any(   # integrated: its machine's release is due
+            c.lane is not None and c.lane.remote is not None and c.state in (*IN_FLIGHT, "integrated")
+            for c in rec.children))
         return pause(self.interval, self.changed_at, due)
 
     def delivered(self) -> list[str]:

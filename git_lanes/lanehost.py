@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 _CLEAN: set[tuple[str, str]] = set()   # (lane path, HEAD) this process saw clean
 REMOTE_TIMEOUT = 600   # seconds without a heartbeat before a remote lane counts as lost (lanes.remoteTimeout)
+REMOTE_RESTARTS = 2    # restarts of a child whose remote lane was lost before it parks (lanes.remoteRestarts)
 
 
 def seen_clean(path: str, head: str) -> None:
@@ -60,6 +61,17 @@ class Presence:
 
 def remote_timeout(git: "Git") -> int:
     return max(1, git.config_int("lanes.remoteTimeout", REMOTE_TIMEOUT))
+
+
+def batch_timeout(git: "Git", record: "BatchRecord | None") -> int:
+    """The heartbeat timeout of a batch: recorded at its start (SPEC §17.2), else lanes.remoteTimeout here."""
+    recorded = record.remote_timeout if record is not None else None
+    return recorded or remote_timeout(git)
+
+
+def remote_restarts(git: "Git") -> int:
+    """lanes.remoteRestarts: how often a tick restarts a child whose remote lane was lost (SPEC §17.2)."""
+    return max(0, git.config_int("lanes.remoteRestarts", REMOTE_RESTARTS))
 
 
 def silence(claim: "Claim", now: str, timeout: int) -> str | None:
@@ -197,15 +209,16 @@ class RemoteLanes:
             return None
         return lrec if lrec is not None and lrec.run_id == lane.run_id else None
 
-    def presence(self, lane: Lane) -> Presence:
+    def presence(self, lane: Lane, timeout: int | None = None) -> Presence:
+        """`timeout`: the batch's (`batch_timeout`); 0 judges no heartbeat (just after an outage)."""
         ref = branch_ref(lane.branch)
         lrec = self._record(lane)
         tip = self.git.refs.resolve(ref)
         if tip is None or (lrec is not None and lrec.released is not None):
             return Presence(False, None, None)
         lost = None
-        if lrec is not None and lrec.claim is not None:
-            lost = silence(lrec.claim, self.s.clock(), remote_timeout(self.git))
+        if lrec is not None and lrec.claim is not None and timeout != 0:
+            lost = silence(lrec.claim, self.s.clock(), timeout or remote_timeout(self.git))
         return Presence(True, ref, tip, lost)
 
     def clean(self, lane: Lane, head: str | None = None) -> bool:
@@ -255,8 +268,8 @@ class Lanes:
         self.local = LocalLanes(session)
         self.remote = RemoteLanes(session)
 
-    def presence(self, lane: Lane) -> Presence:
-        return self.remote.presence(lane) if lane.remote else self.local.presence(lane.path or "")
+    def presence(self, lane: Lane, timeout: int | None = None) -> Presence:
+        return self.remote.presence(lane, timeout) if lane.remote else self.local.presence(lane.path or "")
 
     def clean(self, lane: Lane, head: str | None = None) -> bool:
         return self.remote.clean(lane, head) if lane.remote else self.local.clean(lane.path or "", head)

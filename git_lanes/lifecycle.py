@@ -160,6 +160,14 @@ def free(child: "Child", state: str, *, at: str | None = None, attempt: int | No
         child.resumed_at = at
 
 
+def restart_lost(child: "Child", at: str) -> None:
+    """(v4) An enrolled child whose remote lane was lost, restarted by the tick in the same write (SPEC
+    §17.2): pending, its counters reset as `resume --restart` does, one more `remote_restarts`."""
+    _move(child, "needs_human")
+    free(child, "pending", at=at)
+    child.remote_restarts = (child.remote_restarts or 0) + 1
+
+
 def unblock(child: "Child") -> None:
     """A skipped child back to pending once the park that skipped it is lifted."""
     _move(child, "pending")

@@ -56,7 +56,8 @@ class _Model(BaseModel):
 # that does not use them is stored (and reported) exactly as before and a v1 reader never meets them;
 # and `tracker_closed`, "only true" (§4): present once the issue is closed, absent before.
 _OPTIONAL_V1 = ("base_branch", "resumed_at", "gate_results", "record_tip", "remote", "claim", "released",
-                "branch_kept", "tracker_closed", "receipts", "candidates", "verify_window", "passed_at")
+                "branch_kept", "tracker_closed", "receipts", "candidates", "verify_window", "passed_at",
+                "remote_restarts", "remote_timeout")
 
 
 class _V3Model(_Model):
@@ -121,6 +122,7 @@ class Child(_V3Model):
     resumed_at: str | None = None
     # The failing rerun results of the candidate that parked it (SPEC §2.1 v3).
     gate_results: list[CheckResultModel] = []
+    remote_restarts: int | None = Field(None, ge=1)   # (v4) ticks that restarted its lost remote lane (§17.2)
 
     def check(self) -> None:
         s = self.state
@@ -264,6 +266,7 @@ class BatchRecord(_V3Model):
     intent_identities: dict[str, IntentIdentity] = {}
     reseals: list[Reseal] = []
     archived_lanes: list[ArchivedLane] = []
+    remote_timeout: int | None = Field(None, ge=1)   # (v4) lanes.remoteTimeout at start, for every machine (§17.2)
     tracker_github: str | None = None
     candidates: list[Candidate] = []   # (v4) the window, in landing order (v3's `candidate` read as one)
     verify_window: int | None = Field(None, ge=1)   # (v4) absent: 1
@@ -322,10 +325,7 @@ class BatchRecord(_V3Model):
     # -- helpers -------------------------------------------------------------------------
 
     def child(self, task_id: str) -> Child | None:
-        for c in self.children:
-            if c.task_id == task_id:
-                return c
-        return None
+        return next((c for c in self.children if c.task_id == task_id), None)
 
     @property
     def terminal(self) -> bool:

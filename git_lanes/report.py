@@ -141,6 +141,12 @@ def handoff_command(slug: str, h: dict[str, Any]) -> str:
     """The command that carries a handoff out, as it can be pasted."""
     task = _q(h["task_id"])
     action = h.get("action")
+    where = h.get("remote")   # (v4) a lane of another clone: where it lives, not a command here (§17.2)
+    if where and action != "correct":
+        machine = f"clone {where['clone_id']} on {where['host']}"
+        if action == "release":
+            return f"in {machine}: git lanes release {task} --slug {_q(slug)} (its git lanes work does it)"
+        return f"in {machine}: its git lanes work runs the executor there"
     if action == "correct":
         return correction_command(slug, h["task_id"])
     if action == "provision":

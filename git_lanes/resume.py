@@ -59,9 +59,11 @@ def recover(s: Session, rec: BatchRecord, child: Child) -> Recovery:
     lane = child.lane
     if lane is None:
         return Recovery(task, None, "it has no lane")
-    if lane.remote is not None:
-        return Recovery(task, None, f"its lane lives in clone {lane.remote.clone_id} ({lane.remote.host}); "
-                                    "a restart hands the task to any machine")
+    if lane.remote is not None:   # (v4) from the pulled refs
+        from .remote.recover import recover_remote
+
+        state, why, attempt, settled_at = recover_remote(s, rec, child)
+        return Recovery(task, state, why, attempt=attempt, settled_at=settled_at)
     where = LocalLanes(s).presence(lane.path)
     if not where.exists:
         return Recovery(task, None, f"its lane {lane.path} is gone")

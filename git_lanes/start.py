@@ -219,6 +219,8 @@ def confirmation_text(p: Prepared) -> str:
 
 
 def build_record(s: Session, p: Prepared) -> BatchRecord:
+    from .lanehost import remote_timeout
+
     at = s.clock()
     children = []
     for parsed in p.plan.tasks:
@@ -236,7 +238,8 @@ def build_record(s: Session, p: Prepared) -> BatchRecord:
         final_checks=p.final_checks,
         revision_delegation=RevisionDelegation(confirmation_time=at) if p.opts.delegate_revisions else None,
         intent_identities={t.task_id: IntentIdentity(**t.identity()) for t in p.plan.tasks},
-        tracker_github=p.plan.tracker_github, receipts=None if p.opts.receipts else False, created_at=at, updated_at=at)
+        tracker_github=p.plan.tracker_github, receipts=None if p.opts.receipts else False,
+        remote_timeout=remote_timeout(s.git), created_at=at, updated_at=at)
 
 
 def _base_branch(s: Session, p: Prepared) -> str | None:

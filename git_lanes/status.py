@@ -13,10 +13,17 @@ from .tick import status_report
 def status(s: Session, slug: str) -> dict[str, Any]:
     """The report of the latest batch of the slug, whatever its state; never writes. While a live
     `git lanes run` drives the slug (it holds `locks/run/<slug>`), the report says so (`driver`) and its
-    `next_action` leaves the handoffs to that run (SPEC §17.1)."""
+    `next_action` leaves the handoffs to that run (SPEC §17.1). In a clone of a remote batch: what this
+    clone does next, and each remote lane's heartbeat (SPEC §17.2)."""
+    from .remote.views import remote_view, unpulled
     from .store import driver
 
-    report = status_report(s, slug)
+    if s.batches.read(slug) is None:
+        remote = unpulled(s, slug)
+        if remote is not None:
+            raise usage(f"no batch for {slug} in this clone yet; {remote} has one (as last fetched): "
+                        f"git lanes pull {remote}")
+    report = remote_view(s, slug, status_report(s, slug))
     live = driver(s.git, slug)
     if live is not None:
         report["driver"] = live

@@ -65,9 +65,12 @@ def rogue_commit(bare: Path, ref: str) -> str:
 
 
 @pytest.fixture
-def world(repo: Path, tmp_path: Path) -> dict[str, Path]:
-    """A coordinator with task a integrated (so evidence exists), a bare remote `origin`."""
+def world(repo: Path, tmp_path: Path, request) -> dict[str, Path]:
+    """A coordinator with task a integrated (so evidence exists), a bare remote `origin`. A test function
+    with a `remote_timeout` attribute starts the batch with that lanes.remoteTimeout (the record keeps it)."""
     write_initiative(repo, "demo", TASKS)
+    if getattr(request.function, "remote_timeout", None):
+        git(repo, "config", "lanes.remoteTimeout", str(request.function.remote_timeout))
     ok(repo, "start", "demo", "--yes", "--max-parallel", "2")
     finish(repo, "a")
     bare = tmp_path / "remote.git"
@@ -579,14 +582,14 @@ def test_heartbeats_keep_a_remote_lane_and_their_absence_parks_it_lost(world):
     clone, target = joined_and_enrolled(world)
     run_id = lane_record(clone)["run_id"]
     clone_id = git(clone, "config", "lanes.cloneId").strip()
-    git(repo, "config", "lanes.remoteTimeout", "1")
-    time.sleep(1.2)
+    git(repo, "config", "lanes.remoteRestarts", "0")   # at the limit at once: it parks (else it restarts)
+    time.sleep(3.2)
     assert heartbeat(Session(cwd=str(clone)), "demo", "b", run_id) is True
     beat = lane_record(clone)["claim"]["heartbeat_at"]
     ok(clone, "push")
     ok(repo, "pull")
     assert {c["task_id"]: c["state"] for c in ok(repo, "tick")["children"]}["b"] == "enrolled"
-    time.sleep(1.2)
+    time.sleep(3.2)
     ok(repo, "pull")
     child = next(c for c in ok(repo, "tick")["children"] if c["task_id"] == "b")
     assert child["state"] == "needs_human"
@@ -598,6 +601,9 @@ def test_heartbeats_keep_a_remote_lane_and_their_absence_parks_it_lost(world):
     assert [r["task_id"] for r in doc["released"]] == ["a", "b"]   # a: the fixture's local lane
     assert "refs/heads/imm-lane/demo/b" not in refs(repo)
     assert git(repo, "merge-base", "--is-ancestor", tip, "refs/notes/lanes/batch/demo") == ""
+
+
+test_heartbeats_keep_a_remote_lane_and_their_absence_parks_it_lost.remote_timeout = 3   # type: ignore[attr-defined]
 
 
 def test_work_once_runs_an_admitted_lane_and_pushes_its_done(world, tmp_path):

@@ -85,7 +85,7 @@ def test_a_batch_over_git_daemon_completes_with_two_executor_machines_and_a_serv
             run_batch(world, during=outage, timeout="9")
             logs = world.logs()
             assert "origin: fatal: " in logs or "retrying every" in logs, logs
-            assert "reachable again; the next tick in" in logs
+            assert "reachable again; heartbeats are judged again in 3 s" in logs
         finally:
             world.stop_all()
 
@@ -99,14 +99,16 @@ def wait_for(predicate, world: World, timeout: float = 90, what: str = "") -> No
         time.sleep(0.1)
 
 
-def test_a_machine_killed_mid_task_is_parked_lost_restarted_and_finished_by_the_other(tmp_path):
-    """east dies in the middle of a (its heartbeat stops); the coordinator parks a batch_lane_lost and,
-    nothing else being able to run, stops needs_human; resume --restart a hands a to west, which
-    finishes a and b. Nothing east wrote is lost: its lane record stays in the history of a's record."""
+def test_a_machine_killed_mid_task_at_the_restart_limit_is_parked_lost_then_restarted_by_hand(tmp_path):
+    """lanes.remoteRestarts 0: east dies in the middle of a (its heartbeat stops); the coordinator parks
+    a batch_lane_lost and, nothing else being able to run, stops needs_human; resume --restart a hands a
+    to west, which finishes a and b. Nothing east wrote is lost: its lane record stays in the history of
+    a's record."""
     world = World(tmp_path, tasks=[{"id": "a"}, {"id": "b", "blocked_by": ["a"]}])
     try:
         east = world.clone("east")
         world.clone("west")
+        git(world.coord, "config", "lanes.remoteRestarts", "0")
         git(world.coord, "config", "lanes.remoteTimeout", "3")
         git(east, "config", "lanes.remoteTimeout", "3")
         coord = world.coordinate("--max-parallel", "2")

@@ -141,6 +141,8 @@ def report(r: dict) -> None:
             extra.append("issue closed")
         if c.get("reason"):
             extra.append(c["reason"])
+        if (c.get("lane") or {}).get("remote") and c["state"] not in ("released", "needs_human"):
+            extra.append(remote_where(c))
         say(f"  {c['task_id']:<{width}}  {c['state']:<14} {'; '.join(extra)}".rstrip())
     for i, cand in enumerate(r.get("candidates", []), 1):   # the window (SPEC §8.9), in landing order
         on = "the head" if i == 1 else "the one before"
@@ -166,6 +168,18 @@ def report(r: dict) -> None:
     say(f"next: {r['next_action']}")
 
 
+def remote_where(c: dict) -> str:
+    """A remote lane's machine and the age of its last heartbeat (SPEC §17.2)."""
+    from ..clock import now, parse_time
+
+    remote = c["lane"]["remote"]
+    text = f"in clone {remote['clone_id']} on {remote['host']}"
+    if c.get("heartbeat_at"):
+        age = max(0.0, (parse_time(now()) - parse_time(c["heartbeat_at"])).total_seconds())
+        text += f", heartbeat {age:.0f} s ago"
+    return text
+
+
 def show(doc: dict) -> None:
     """`git lanes show`: one child and its lane record, as a person reads them (no reprs)."""
     from ..checks import failure_line
@@ -186,7 +200,7 @@ def show(doc: dict) -> None:
         say("  tracker issue: closed")
     lane = c.get("lane")
     if lane:
-        say(f"  lane: {lane['path'] or '(remote)'}")
+        say(f"  lane: {lane['path'] or remote_where(c)}")
         say(f"    branch {lane['branch']}, base {lane['base_head'][:12]}, run {lane['run_id']}")
         if lane.get("lane_commit"):
             say(f"    lane commit {lane['lane_commit'][:12]}")

@@ -33,12 +33,12 @@ def provision_cmd(task, slug, path, as_json) -> None:
 def release_cmd(task, slug, keep_branch, stale, remote, as_json) -> None:
     """Remove a lane that a release handoff names (or --stale lanes of finished batches)."""
     from ..errors import usage
-    from ..remote.claims import release
-    from ..steward import release_stale
+    from ..remote.claims import outside_lane, release
+    from ..remote.stale import release_stale   # the steward's, or an executor clone's lost lanes
 
-    s = session()
+    s = outside_lane(session())
     if stale:
-        doc = release_stale(s, s.choose_slug(slug or task))
+        doc = release_stale(s, s.choose_slug(slug or task), remote)
     else:
         if task is None:
             raise usage("name the task to release (or use --stale)")

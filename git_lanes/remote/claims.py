@@ -228,14 +228,15 @@ def _join_once(s: Session, slug: str, task_id: str, path: str | None, remote: st
         doc = sync_push(s, remote, only=own_refs(s, slug).__contains__)
         _lost_before(s, slug, task_id, doc, mine, branch, rec.child(task_id))
         return _doc(s, rec, slug, task_id, s.worktree_on(branch.name).path, lrec.claim, again=True)
+    child = rec.child(task_id)
+    if child is None:   # (v4) not a child at all: a usage error, as in §6
+        raise usage(f"{task_id} is not a child of batch {rec.batch_id} (as pulled from {remote})")
     report = status_report(s, slug)
     handoff = next((h for h in report["handoffs"] if h.get("action") == "provision" and h["task_id"] == task_id), None)
     if handoff is None:
-        child = rec.child(task_id)
-        state = "not a child of this batch" if child is None else child.state
         raise refused("batch_lane_unknown_child",
                       f"{task_id} has no provision handoff in batch {rec.batch_id} as pulled from {remote} "
-                      f"(it is {state})")
+                      f"(it is {child.state})")
     if s.worktree_on(branch.name) is not None and not _drop_half_joined(s, branch, handoff["base_head"]):
         raise refused("batch_lane_branch_exists", f"{branch.name} is checked out in this clone already; "
                                                   "release that lane first")
@@ -256,10 +257,14 @@ def _join_once(s: Session, slug: str, task_id: str, path: str | None, remote: st
     at = s.clock()
     run_id = uuid.uuid4().hex[:16]
     new_claim = Claim(at=at, clone_id=mine, host=host_name(), run_id=run_id, heartbeat_at=at)
+    _, prefix = resolve_remote(git, remote)
+    # the remote's branch (a lost run may have pushed to it after its restart): kept by the claim too
+    theirs = git.refs.resolve(prefix + branch.ref[len("refs/"):])
+    kept = [c for c in (replaced, theirs) if c and c != handoff["base_head"] and git.odb.has(c)]
     _, commit = write_lane_record(
         s, slug, task_id, run_id, lambda r: r, f"join {task_id}: claimed by {mine}",
         fresh=lambda: LaneRecord(batch_id=rec.batch_id, task_id=task_id, run_id=run_id, claim=new_claim),
-        extra_parents=tuple(c for c in (replaced,) if c))
+        extra_parents=tuple(dict.fromkeys(kept)))
     try:
         won = _push_claim(s, remote, branch.ref, handoff["base_head"], lane_record_ref(slug, task_id), commit)
     except LanesError:   # the server went away: nothing of the claim stays here either
@@ -323,6 +328,20 @@ def _doc(s: Session, rec, slug: str, task_id: str, target: str, claim: Claim, ag
 
 
 # -- releasing a lane of this clone ----------------------------------------------------------------------------
+
+def outside_lane(s: Session) -> Session:
+    """`release` run inside the lane it may remove (SPEC §17.2): the command goes on from the main
+    worktree, so removing the lane does not pull the ground from under it."""
+    top = s.git.toplevel
+    here = s.worktrees().at(top) if top else None
+    if here is None or not here.branch or LaneBranch.of_ref(here.branch) is None:
+        return s
+    main = s.worktrees()[0]
+    if main.bare or not os.path.isdir(main.path):
+        return s
+    os.chdir(main.path)
+    return Session(cwd=main.path, warn=s.warn)
+
 
 def release(s: Session, slug: str, task_id: str, keep_branch: bool = False,
             remote: str | None = "origin") -> dict[str, Any]:

@@ -310,6 +310,7 @@ def pull(s: Session, remote: str = "origin", attempts: int = 5) -> dict[str, Any
     git = s.git
     target, prefix = resolve_remote(git, remote)
     theirs_all = fetch(git, target, prefix)
+    _prune_remote_tracking(git, remote, theirs_all)
     records = Records(s, theirs_all)
     for _ in range(attempts):
         worktrees = s.worktrees(refresh=True)
@@ -334,6 +335,21 @@ def pull(s: Session, remote: str = "origin", attempts: int = 5) -> dict[str, Any
             git.work.refresh_index(path)
         return {"remote": remote, "refs": items}
     raise refused("batch_busy", "local git-lanes refs kept moving while pulling; run the command again")
+
+
+def _prune_remote_tracking(git: Git, remote: str, theirs_all: dict[str, str]) -> None:
+    """(v4) `refs/remotes/<remote>/imm-lane/*` of lane branches the remote no longer has (released lanes
+    the coordinator deleted there) go, as `git fetch --prune` would remove them (SPEC §17.2)."""
+    if git.config_get(f"remote.{remote}.url") is None:
+        return
+    root = f"refs/remotes/{remote}/imm-lane"
+    gone = [(ref, None, oid) for ref, oid in git.refs.under(root).items()
+            if ref.startswith(root + "/") and "refs/heads/imm-lane/" + ref[len(root) + 1:] not in theirs_all]
+    if gone:
+        try:
+            git.refs.update(gone, f"git-lanes: pull from {remote} prunes released lanes")
+        except RefRaceError:
+            pass   # moved meanwhile: the next pull looks again
 
 
 def _classify_pull(s: Session, records: Records, ref: str, ours: str | None, theirs: str,

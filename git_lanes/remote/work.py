@@ -9,8 +9,13 @@ One process, one loop, everything it knows read from what the last pull brought:
                   implement (no attempt, a failed one below the QA limit, a correction arrived): one
                   executor session exactly as `git lanes run` runs it (prompt, log, `done` after it)
     join          provision handoffs, up to N lanes held (a lost claim race just moves on)
-    heartbeat     every `lanes.remoteTimeout / 3` seconds, `claim.heartbeat_at` of each lane held
-    wait          until a session ends (then push at once) or `--interval` passes
+    heartbeat     every `remote_timeout / 3` seconds (the batch record's value, SPEC §17.2),
+                  `claim.heartbeat_at` of each lane held
+    wait          until a session ends (then push at once) or `--interval` passes; while a lane held
+                  waits for the coordinator (admission, landing, release), max(0.25, interval / 4) for
+                  up to 10 s after the last change
+A lane whose claim the coordinator restarted (lost: no heartbeat) is no longer this clone's: its
+session is stopped at the next pull and the lane stays for `release --stale`.
 
 Pushes carry only the refs this clone writes (its lanes' branches and records), after each `done`,
 each heartbeat and each release; a lease that fails re-pulls and retries (`claims.sync_push`).
@@ -20,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import queue
 import signal
 import sys
 import threading
@@ -31,8 +35,8 @@ from typing import Any, Callable
 from ..checks import split_command
 from ..clone import clone_id
 from ..errors import LanesError, usage
-from ..lanehost import live_claim, remote_timeout
-from ..laneside import give_up, heartbeat
+from ..lanehost import batch_timeout, live_claim, remote_timeout
+from ..laneside import heartbeat
 from ..model import TERMINAL
 from ..procs import CtrlC, stopping
 from ..run import RunResult, executor_steps, summary_facts
@@ -42,10 +46,9 @@ from ..session import Session
 from ..store import CorruptRecord
 from .claims import claimed_elsewhere, failure_text, held_lanes, join, own_refs, release, sync_push, wants_session
 from .heartbeats import beating
+from .pacing import Waiting
 from .replicate import pull, resolve_remote, unsent
 
-EMPTY_SESSIONS = 2    # sessions in a row without a delivery before the lane gives up (as `run`)
-ERRORS = 2            # sessions in a row that failed to run before the lane gives up
 JOIN_BACKOFF = 3      # rounds a task is left alone after a join of it failed
 
 
@@ -58,7 +61,7 @@ class Held:
 
 
 @dataclass
-class Worker:
+class Worker(Waiting):
     s: Session
     slug: str | None
     remote: str
@@ -79,6 +82,10 @@ class Worker:
     ctrl_c: CtrlC = field(default_factory=CtrlC)
     skip: dict[str, int] = field(default_factory=dict)
     unreachable: str | None = None
+    joined: int = 0                 # lanes joined by this process (`--once`: at most --jobs)
+    changed_at: float = field(default_factory=time.monotonic)
+    round_at: float = 0.0           # the last full round (status, sessions, joins, releases)
+    waiting_said: bool = False
 
     def __post_init__(self) -> None:
         self.git = self.s.git
@@ -100,14 +107,17 @@ class Worker:
 
     def pull(self) -> bool:
         try:
-            pull(self.s, self.remote)
+            doc = pull(self.s, self.remote)
         except LanesError as exc:
             self._unreachable(exc)
             return False
         self.pulls += 1
+        if any(r["status"] == "pulled" for r in doc["refs"]):
+            self.changed_at = time.monotonic()
         if self.unreachable:
             self.event(f"{self.remote} reachable again")
             self.unreachable = None
+            self.changed_at = time.monotonic()
         return True
 
     def push(self, s: Session | None = None) -> None:
@@ -146,8 +156,15 @@ class Worker:
             if rec is None:
                 if self.once:
                     raise usage(f"no batch on {self.remote} yet")
+                if not self.waiting_said:
+                    self.waiting_said = True
+                    self.event(f"waiting for a batch of {self.slug or 'any slug'} on {self.remote}")
                 self.wait()
                 continue
+            if self.changed_at < self.round_at and time.monotonic() - self.round_at < self.interval:
+                self.wait()   # the pull brought nothing and nothing happened here: no round before --interval
+                continue
+            self.round_at = time.monotonic()
             self.report = self._status()
             self.note(self.report)
             state = rec.batch_state
@@ -156,14 +173,27 @@ class Worker:
                 return
             self.forget(rec)
             self.start_sessions(rec)
-            if pulled:
+            if pulled and (not self.once or self.joined < self.jobs):
                 self.join_more()      # before releases: a join is on the batch's critical path, a release is not
             self.release_done()
             self.beat(force=False)
-            if self.once:
+            if self.once and not self.owed(rec):
                 self.wait_all()
                 return
             self.wait()
+
+    def owed(self, rec) -> bool:
+        """`--once`: a lane joined here still owes its session (waiting for admission, or enrolled and
+        wanting one), or a session runs."""
+        if self.active():
+            return True
+        for task, held in self.held.items():
+            child = rec.child(task)
+            if child is None or self.track_of(task).sessions:
+                continue
+            if child.state == "pending" or (child.state == "enrolled" and wants_session(self.s, rec, child)):
+                return True
+        return False
 
     def _record(self):
         if self.slug is None:
@@ -186,6 +216,7 @@ class Worker:
             self.sessions.kill(signal.SIGTERM)
             self.sessions.wind_down()
         self.batch_id = rec.batch_id
+        self.beat_every = batch_timeout(self.git, rec) / 3   # the record's timeout, not this clone's (§17.2)
         self.held.clear()
         self.log_dir = log_dir(self.s, rec.batch_id)
         self.sessions = Sessions(slug=rec.slug, batch_id=rec.batch_id, argv=self.argv,
@@ -267,7 +298,21 @@ class Worker:
                     continue   # claimed, not admitted yet
             self.held.pop(task)
             why = f"{child.state}: {child.reason}" if child.reason else child.state
-            self.event(f"{task}: no longer this clone's lane ({why}); its worktree {held.path} stays")
+            if any(a.task_id == task and a.run_id == held.run_id for a in rec.archived_lanes):
+                why = "restarted by the coordinator: its heartbeats did not arrive in time"
+            self.stop_session(task)
+            self.event(f"{task}: no longer this clone's lane ({why}); its worktree {held.path} stays "
+                       f"(git lanes release --stale {rec.slug} removes it)")
+
+    def stop_session(self, task: str) -> None:
+        """The session of a lane that is no longer this clone's ends now (SPEC §17.6)."""
+        sess = self.active().get(task)
+        if sess is None:
+            return
+        with self.sessions.lock:
+            if sess.group is not None and not sess.reaped:
+                sess.group.kill(signal.SIGTERM)
+        self.event(f"{task}: session {sess.n} stopped")
 
     def start_sessions(self, rec) -> None:
         for task, held in self.held.items():
@@ -306,6 +351,8 @@ class Worker:
                 continue
             self.pushes += 1
             room -= 1
+            self.joined += 1
+            self.changed_at = time.monotonic()
             self.held[task] = Held(task, doc["claim"]["run_id"], doc["lane_path"])   # the claim is its first beat
             self.event(f"{task}: joined, lane {doc['lane_path']} (waits for the coordinator to admit it)")
 
@@ -320,67 +367,6 @@ class Worker:
                 self.event(f"{held.task_id}: heartbeat not written: {exc.message}")
         self.push(s)
 
-
-    # -- waiting --------------------------------------------------------------------------------------------
-
-    def wait(self) -> None:
-        """Until a session ends (push, then back to the loop) or `--interval` passed; heartbeats meanwhile."""
-        deadline = time.monotonic() + self.interval
-        while not self.interrupted.is_set():
-            now = time.monotonic()
-            if self.held and now - self.last_beat >= self.beat_every:
-                self.beat(force=True)
-                continue
-            until = min(deadline, self.last_beat + self.beat_every if self.held else deadline)
-            ended = self._ended(max(0.0, until - now))
-            if ended:
-                for sess in ended:
-                    self.after_session(sess)
-                self.push()
-                return
-            if time.monotonic() >= deadline:
-                return
-            self.progress.draw(force=False)
-
-    def _ended(self, timeout: float) -> list:
-        if self.sessions is None:
-            self.interrupted.wait(timeout)
-            return []
-        try:
-            first = self.sessions.ended.get(timeout=timeout)
-        except queue.Empty:
-            return []
-        ended = [first]
-        while True:
-            try:
-                ended.append(self.sessions.ended.get_nowait())
-            except queue.Empty:
-                return ended
-
-    def wait_all(self) -> None:
-        while self.active() and not self.interrupted.is_set():
-            self.wait()
-
-    def after_session(self, sess) -> None:
-        self.sessions.finished(sess)
-        tr = self.track_of(sess.task_id)
-        took = (sess.ended or time.monotonic()) - sess.started
-        code = "" if sess.exit_code is None else f"exit code {sess.exit_code}, "
-        self.event(f"{sess.task_id}: session {sess.n} ended ({code}{took:.1f} s): {sess.outcome}")
-        bad = sess.outcome.startswith("error")
-        tr.errors = tr.errors + 1 if bad else 0
-        tr.empty = tr.empty + 1 if sess.outcome == "delivered nothing" else 0
-        if tr.errors < ERRORS and tr.empty < EMPTY_SESSIONS:
-            return
-        text = (f"{tr.errors} executor sessions in a row failed: {sess.outcome}" if bad else
-                f"{tr.empty} executor sessions in a row ended without a delivery "
-                f"(last: exit code {sess.exit_code}; log {sess.log_path})")
-        try:
-            give_up(self.sessions.lane_session(sess.lane_path), text[:4000])
-        except LanesError as exc:
-            self.event(f"{sess.task_id}: giving up failed: {exc.message}")
-            return
-        self.event(f"{sess.task_id}: gave up: {text}")
 
     def on_sigint(self, signum, frame) -> None:
         if not self.ctrl_c.first():

@@ -16,7 +16,8 @@ from ..decisions.obligation import after_pass, qa_limit
 from ..errors import refused
 from ..gitio import branch_ref
 from ..ids import require_utf8
-from ..model import Intervention, Review
+from ..lanehost import batch_timeout, remote_restarts
+from ..model import ArchivedLane, Intervention, Review
 from ..report import LaneView, build_report
 from ..store import CorruptRecord
 from .state import TickState
@@ -114,7 +115,9 @@ def earlier_run(rec: "BatchRecord", child: "Child", lrec: "LaneRecord") -> bool:
 def view_lane(t: TickState, child: "Child") -> LaneView | None:
     """Read the lane's record; None (after parking the child) when the lane cannot be observed."""
     lane = child.lane
-    where = t.lanes.presence(lane)
+    where = t.lanes.presence(lane, batch_timeout(t.git, t.record) if t.req.heartbeats else 0)
+    if where.lost and restart_lost(t, child, where.lost):
+        return None
     if not where.exists or where.branch != branch_ref(lane.branch) or where.lost:
         t.park(child, f"batch_lane_lost: {where.lost}" if where.lost else "batch_lane_lost")
         return None
@@ -141,6 +144,27 @@ def view_lane(t: TickState, child: "Child") -> LaneView | None:
         t.attempts[child.task_id] = last
         view.next_obligation = obligation_after_pass(t.s, t.record, child.task_id, last)
     return view
+
+
+def restart_lost(t: TickState, child: "Child", why: str) -> bool:
+    """(v4) A remote lane lost (no heartbeat) is restarted in the same write while the child's
+    `remote_restarts` is below lanes.remoteRestarts (SPEC §17.2): its tip and lane record archived
+    (only what this repository holds), the child pending for another machine to join. False at the
+    limit: the caller parks it."""
+    done = child.remote_restarts or 0
+    limit = remote_restarts(t.git)
+    if child.state != "enrolled" or done >= limit:
+        return False
+    lane, at = child.lane, t.s.clock()
+    odb = t.git.odb
+    tip = t.git.refs.resolve(branch_ref(lane.branch))
+    record_tip = t.s.lanes.tip(t.slug, child.task_id)
+    t.record.archived_lanes.append(ArchivedLane(
+        at=at, task_id=child.task_id, branch=lane.branch, tip=tip if tip and odb.has(tip) else lane.base_head,
+        run_id=lane.run_id, record_tip=record_tip if record_tip and odb.has(record_tip) else None))
+    lifecycle.restart_lost(child, at)
+    t.events.append(f"restarted {child.task_id} ({done + 1} of {limit}): {why}")
+    return True
 
 
 def observe(t: TickState) -> bool:

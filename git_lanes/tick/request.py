@@ -23,6 +23,7 @@ class Request:
     actor: str = "tick"
     closes_issues: bool = True                              # step 10 (`integrate` leaves it to the next tick)
     receipts: bool = True                                   # (v4) false: `tick --no-receipts` (§8.7)
+    heartbeats: bool = True                                 # step 7 judges remote heartbeats (not just after an outage)
 
     @property
     def has_requests(self) -> bool:

@@ -133,7 +133,8 @@ def land_command(record: BatchRecord) -> str:
 
 
 def correction_command(slug: str, task_id: str) -> str:
-    return (f"git lanes instruct {_q(task_id)} --kind correction --session-state idle --message '…' "
+    """The correction hint (SPEC §17.6 v4): the text comes from a file the caller writes (or `--edit`)."""
+    return (f"git lanes instruct {_q(task_id)} --kind correction --session-state idle --file <file> "
             f"--slug {_q(slug)}")
 
 
@@ -150,7 +151,7 @@ def handoff_command(slug: str, h: dict[str, Any]) -> str:
     path = _q(h.get("lane_path") or ".")
     if h.get("next_obligation") == "review":
         return (f"git lanes review {task} --slug {_q(slug)} --approve (or git lanes review {task} --slug {_q(slug)} "
-                "--reject -m '…')")
+                "--reject -m <reason>)")
     return f"git -C {path} lanes task, then work there and run git -C {path} lanes done"
 
 
@@ -198,8 +199,9 @@ def next_action(record: BatchRecord, hand: list[dict[str, Any]]) -> str:
     correct = next((h for h in hand if h.get("action") == "correct"), None)
     if correct is not None:
         return ("Read the failing checks' output (git lanes show " + _q(correct["task_id"]) + f" --slug {slug}) and "
-                "send one design-level correction with " + correction_command(record.slug, correct["task_id"])
-                + "." + tail)
+                "send one design-level correction written to a file with "
+                + correction_command(record.slug, correct["task_id"]) + " (or --edit instead of --file on a terminal)."
+                + tail)
     provisions = [h for h in hand if h.get("action") == "provision"]
     if provisions:
         return ("Provide a lane for each provision handoff: "

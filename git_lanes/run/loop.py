@@ -284,7 +284,7 @@ class Driver(Provisioning, Correcting):
         if reviews:
             review = f"git lanes review {{t}} --slug {self.slug}"
             return ("waiting for a review verdict on " + ", ".join(reviews) + "; give it with "
-                    + "; ".join(f"{review.format(t=t)} --approve (or {review.format(t=t)} --reject -m '…')"
+                    + "; ".join(f"{review.format(t=t)} --approve (or {review.format(t=t)} --reject -m <reason>)"
                                 for t in reviews) + ", then run again")
         failed = [t for t, tr in self.track.items() if tr.provision_failures]
         if failed:

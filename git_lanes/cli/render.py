@@ -181,7 +181,7 @@ def show(doc: dict) -> None:
         say("  tracker issue: closed")
     lane = c.get("lane")
     if lane:
-        say(f"  lane: {lane['path'] or '(remote)'}")
+        say(f"  lane: {lane['path'] or '(remote)'}" + (" (removed)" if doc.get("lane_removed") else ""))
         say(f"    branch {lane['branch']}, base {lane['base_head'][:12]}, run {lane['run_id']}")
         if lane.get("lane_commit"):
             say(f"    lane commit {lane['lane_commit'][:12]}")
@@ -189,11 +189,7 @@ def show(doc: dict) -> None:
             say(f"    executor commits: {', '.join(x[:12] for x in lane['executor_commits'])}")
     if c.get("gate_results"):
         say("  failed on the integration candidate:")
-        for r in c["gate_results"]:
-            say(f"    {'ok  ' if r['passed'] else 'FAIL'} {r['id']}: {r['command']}")
-            if not r["passed"]:
-                for line in r["output_tail"].rstrip().splitlines()[-20:]:
-                    say(f"        {line}")
+        _failing(c["gate_results"], everything=True)
     if doc.get("lane_record_error"):
         say(f"  lane record: unreadable ({doc['lane_record_error']})")
     lr = doc.get("lane_record")
@@ -201,12 +197,36 @@ def show(doc: dict) -> None:
         say(f"  lane record: revision {lr['record_revision']}, {len(lr['qa_attempts'])} attempt(s), "
             f"{lr.get('inbox_read', 0)} inbox item(s) read")
         for a in lr["qa_attempts"]:
-            failed = [failure_line(r) for r in a["results"] if not r["passed"]]
+            failed = [failure_line(r, telling=True) for r in a["results"] if not r["passed"]]
             why = "; ".join(([a["note"]] if a.get("note") else []) + failed)
             say(f"    {a['at']} {'passed' if a['passed'] else 'failed'}, tree {a['tree'][:12]}"
                 + (f": {why}" if why else ""))
+        last = next((a for a in reversed(lr["qa_attempts"]) if not a["passed"]), None)
+        if last is not None:
+            say(f"  last failed attempt ({last['at']}, tree {last['tree'][:12]}):")
+            if last.get("note"):
+                say(f"    {last['note']}")
+            _failing(last["results"])
         if lr.get("gave_up"):
             say(f"  gave up at {lr['gave_up']['at']}: {lr['gave_up']['text']}")
+    for item in doc.get("inbox", []):
+        say(f"  {item['kind']} sent {item['at']} ({'read' if item['read'] else 'unread'}):")
+        for line in item["text"].rstrip().splitlines() or [""]:
+            say(f"    | {line}")
+
+
+def _failing(results: list[dict], everything: bool = False) -> None:
+    """Each failing result (every result with `everything`) with its status, command and whole output tail."""
+    from ..checks import status_text
+
+    for r in results:
+        if r["passed"]:
+            if everything:
+                say(f"    ok   {r['id']}: {r['command']}")
+            continue
+        say(f"    FAIL {r['id']} ({status_text(r)}): {r['command']}")
+        for line in (r.get("output_tail") or "").rstrip().splitlines():
+            say(f"        {line}")
 
 
 def check_results(results: list[dict], limit: int | None = None) -> None:

@@ -53,10 +53,11 @@ class Sess:
 
 
 def verdict(passed: bool, results: list[dict], note: str | None) -> str:
-    """`passed`, or why an attempt failed: `failed A2 (exit 1): <last output line>[; …]`, or the note."""
+    """`passed`, or why an attempt failed: `failed A2 (exit 1): <its most telling output line>[; …]`, or the
+    note (SPEC §17.1 v4: the last line naming a failure, else the last line)."""
     if passed:
         return "passed"
-    failing = [failure_line(r) for r in results if not r["passed"]]
+    failing = [failure_line(r, telling=True) for r in results if not r["passed"]]
     return "failed " + "; ".join(([note] if note else []) + failing)
 
 

@@ -236,11 +236,14 @@ def _write_intent_file(worktree: str, path: str, text: str) -> None:
         f.write(data)
 
 
-def done(session: Session, *, cancelled: Callable[[], bool] | None = None) -> dict[str, Any] | None:
+def done(session: Session, *, cancelled: Callable[[], bool] | None = None,
+         retry: bool = False) -> dict[str, Any] | None:
     """`git lanes done`: snapshot the delivery, run the effective checks, record the attempt.
 
     Returns `{task_id, passed, tree, results[…]}` (plus `note` when the attempt has one); None when
     `cancelled()` says so once the checks ran (`run`'s Ctrl-C killed them): nothing is written.
+    The very tree whose last attempt failed is refused `nothing_changed` (SPEC §17.1 v4) unless
+    something newer than that attempt may change its outcome, or `retry`.
     """
     ctx = LaneContext.load(session)
     git = session.git
@@ -255,6 +258,10 @@ def done(session: Session, *, cancelled: Callable[[], bool] | None = None) -> di
             raise refused("nothing_to_deliver", "nothing to deliver")
         _write_intent_file(ctx.worktree, intent.path, intent.revision_text)
     tree = snapshot_tree(git, ctx.worktree, keep=True)   # its index answers "did the checks change it?"
+    failed_on = None if retry else _failed_on(ctx, tree)
+    if failed_on is not None:
+        git.work.drop_prepared(ctx.worktree)
+        raise refused("nothing_changed", f"the last attempt failed on tree {tree}")
     try:
         note, results = _check(ctx, intent, tree)
     except BaseException:
@@ -276,6 +283,20 @@ def done(session: Session, *, cancelled: Callable[[], bool] | None = None) -> di
     if note:
         result["note"] = note
     return result
+
+
+def _failed_on(ctx: LaneContext, tree: str) -> str | None:
+    """The time of the last attempt when it failed on `tree` and no intervention, `resumed_at` or approved
+    revision is newer than it (SPEC §17.6 v4); else None."""
+    attempts = (ctx.lane_record or {}).get("qa_attempts") or []
+    last = attempts[-1] if attempts else None
+    if last is None or last.get("passed") or last.get("tree") != tree:
+        return None
+    at = last.get("at") or ""
+    batch = ctx.batch
+    newer = [i["at"] for i in batch.interventions] + [batch.resumed_at or ""] + \
+        [(batch.revision or {}).get("at") or ""]
+    return None if any(t and t >= at for t in newer) else at
 
 
 def _check(ctx: LaneContext, intent: LaneIntent, tree: str) -> tuple[str | None, list]:

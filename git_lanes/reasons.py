@@ -67,6 +67,9 @@ GROUPS: list[tuple[str, dict[str, str]]] = [
     ("Lane side (git lanes done, run in a lane)", {
         "correction_due": "the lane waits for the coordinator's design-level correction",
         "nothing_to_deliver": "the delivery is empty: nothing differs from the lane base",
+        "nothing_changed": "the delivery is the very tree whose last attempt failed, and no instruction, "
+                           "correction, resume or approved revision came since (done --retry runs the checks "
+                           "again anyway)",
         "qa_failed": "the attempt failed: the failing check ids, or the attempt's note",
         "delivery_outside_scope": "the note of an attempt whose delivery changes paths outside the task's "
                                   "scope (failed before any check ran)",

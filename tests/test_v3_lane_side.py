@@ -74,8 +74,8 @@ def test_a_failing_check_names_its_id_status_and_last_line(repo):
     assert proc.stderr.strip() == "error: qa_failed: A2"
     assert "FAIL A2 (exit 3): " in proc.stdout and "assert 1 == 2: the answer" in proc.stdout
     assert "ok   A1: " in proc.stdout
-    # --json: the document on stdout, the same error on stderr
-    code, doc, err = cli(lane, "done")
+    # --json: the document on stdout, the same error on stderr (--retry: the same tree again, SPEC §17.6 v4)
+    code, doc, err = cli(lane, "done", "--retry")
     assert code == 1 and doc["passed"] is False and err.strip() == "error: qa_failed: A2"
 
 

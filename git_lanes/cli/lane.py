@@ -20,10 +20,11 @@ def task_cmd(as_json) -> None:
 @cli.command("done")
 @click.option("--give-up", is_flag=True, help="The executor cannot finish; the coordinator parks the child.")
 @click.option("-m", "--message", default=None, help="Why (with --give-up).")
+@click.option("--retry", is_flag=True, help="Run the checks again on the tree whose last attempt failed.")
 @json_option
-def done_cmd(give_up, message, as_json) -> None:
+def done_cmd(give_up, message, retry, as_json) -> None:
     """(In a lane) snapshot the delivery, run the acceptance checks, record the attempt."""
-    lanecmds.done(give_up, message, as_json)
+    lanecmds.done(give_up, message, as_json, retry=retry)
 
 
 @cli.command("inbox")

@@ -60,7 +60,7 @@ def task(as_json: bool = False) -> None:
         render.say(f"unread {item['kind']} ({item['at']}): {item['text']}")
 
 
-def done(give_up: bool = False, message: str | None = None, as_json: bool = False) -> None:
+def done(give_up: bool = False, message: str | None = None, as_json: bool = False, retry: bool = False) -> None:
     from ..errors import usage
     from ..laneside import done as done_fn, give_up as give_up_fn
 
@@ -76,7 +76,7 @@ def done(give_up: bool = False, message: str | None = None, as_json: bool = Fals
         return
     if message is not None:
         raise usage("-m only goes with --give-up")
-    doc = done_fn(s)
+    doc = done_fn(s, retry=retry)
     if as_json:
         render.emit_json(doc)
     else:

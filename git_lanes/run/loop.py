@@ -339,7 +339,7 @@ class Driver(Provisioning, Correcting):
                 raise Stop(f"the sessions of {sess.task_id} keep failing: {sess.outcome}")
             return
         tr.errors = 0
-        if sess.outcome != "delivered nothing":
+        if not sess.outcome.startswith(("delivered nothing", "crashed")):   # SPEC §17.1 v4: both are empty
             tr.empty = 0
             return
         tr.empty += 1

@@ -132,6 +132,14 @@ def land_command(record: BatchRecord) -> str:
     return f"git merge --ff-only {_q(record.branch)} (on the branch it should land on)"
 
 
+def landed_action(record: BatchRecord, leftovers: bool) -> str:
+    """`next_action` of a completed batch whose head is already on `base_branch` (SPEC §17.1 v4)."""
+    text = f"Batch completed; landed on {record.base_branch}."
+    if leftovers:
+        text += f" Remove its leftover lanes with git lanes release --stale {_q(record.slug)}."
+    return text
+
+
 def correction_command(slug: str, task_id: str) -> str:
     """The correction hint (SPEC §17.6 v4): the text comes from a file the caller writes (or `--edit`)."""
     return (f"git lanes instruct {_q(task_id)} --kind correction --session-state idle --file <file> "
@@ -202,10 +210,16 @@ def next_action(record: BatchRecord, hand: list[dict[str, Any]]) -> str:
                 "send one design-level correction written to a file with "
                 + correction_command(record.slug, correct["task_id"]) + " (or --edit instead of --file on a terminal)."
                 + tail)
+    passed = [c.task_id for c in record.children if c.state in ("settled", "lane_committed")]
+    if passed:   # SPEC §17.1 v4: nothing to redo for them
+        tail = (f" {', '.join(passed)} passed; the next tick lands {'it' if len(passed) == 1 else 'them'} "
+                f"(git lanes tick {slug}).") + tail
     provisions = [h for h in hand if h.get("action") == "provision"]
     if provisions:
         return ("Provide a lane for each provision handoff: "
                 + "; ".join(handoff_command(record.slug, h) for h in provisions) + "." + tail)
+    if passed and not any(h.get("role") == "executor" for h in hand):
+        return tail.strip()
     return ("Run the executor handoffs (in each lane: git lanes task, the work, git lanes done), then "
             f"git lanes tick {slug} when a lane finishes." + tail)
 

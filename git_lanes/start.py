@@ -194,8 +194,12 @@ def confirmation_text(p: Prepared) -> str:
     conflicts = p.plan.scope_conflicts()
     if conflicts:
         lines.append("  scope conflicts (never run together):")
-        for c in conflicts:
-            lines.append(f"    {c['task_id']}: " + ", ".join(c["overlaps_with"]))
+        seen: set[str] = set()
+        for c in conflicts:   # each pair once (SPEC §17.1 v4; the list names both directions)
+            others = [o for o in c["overlaps_with"] if o not in seen]
+            seen.add(c["task_id"])
+            if others:
+                lines.append(f"    {c['task_id']}: " + ", ".join(others))
     if p.carried:
         lines.append("  carried over (already on the branch): " + ", ".join(sorted(p.carried)))
     return "\n".join(lines)

@@ -171,7 +171,7 @@ def _release_finished(s: Session, slug: str, say: Callable[[str], None]) -> None
 
 def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, opts=None,
         confirm: Callable[[str], bool] | None = None, as_json: bool = False,
-        out: Callable[[str], None] = print) -> RunResult:
+        out: Callable[[str], None] = print, new: bool = False) -> RunResult:
     """Drive the batch of `slug` to its end; exit 0 only for `completed` with final verification passed."""
     from ..start import StartOptions
 
@@ -186,19 +186,29 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
     check_log_base(s)  # so is a lanes.logDir that the logs would make dirty
     held = run_lock(s.git, slug)   # one driver per slug (one session per lane): a second run refuses at once
     try:
-        return _run(s, slug, executor, corrector, argv, corrector_argv, opts or StartOptions(), confirm, as_json, out)
+        return _run(s, slug, executor, corrector, argv, corrector_argv, opts or StartOptions(), confirm, as_json, out,
+                    new)
     finally:
         held.release()
 
 
 def _run(s: Session, slug: str, executor: str, corrector: str | None, argv: list[str],
          corrector_argv: list[str] | None, opts, confirm: Callable[[str], bool] | None, as_json: bool,
-         out: Callable[[str], None]) -> RunResult:
+         out: Callable[[str], None], new: bool = False) -> RunResult:
     from ..start import start
 
     again = f"git lanes run {slug} --executor {shlex.quote(executor)}" \
         + (f" --corrector {shlex.quote(corrector)}" if corrector is not None else "")
     snap = s.batches.read(slug)
+    if snap is not None and snap.record.batch_state == "completed" and not new and _same_plan(s, slug, snap.record):
+        # SPEC §17.6 v4: that batch is done; its summary and landing step, starting nothing
+        record = snap.record
+        (s.warn if as_json else out)(f"batch {record.batch_id} already completed this plan; nothing to start "
+                                     f"(git lanes run {slug} --new --executor {shlex.quote(executor)} starts a "
+                                     "new batch)")
+        report = status_report(s, slug)
+        return ending(report, summary_facts(s, slug, report, None, log_dir(s, record.batch_id), again=again),
+                      False, None, again)
     if snap is None or snap.record.terminal:
         if snap is not None:
             _release_finished(s, slug, out if not as_json else s.warn)
@@ -237,6 +247,15 @@ def _run(s: Session, slug: str, executor: str, corrector: str | None, argv: list
     driver.progress.close()
     return ending(final, summary_facts(coord, slug, final, driver, logs, again=again), interrupted,
                   driver.stop_reason, again)
+
+
+def _same_plan(s: Session, slug: str, record) -> bool:
+    """Whether the plan at the coordinator's HEAD is the one the batch ran (its resealed `plan_digest`)."""
+    head = s.git.rev_parse("HEAD")
+    try:
+        return head is not None and s.plan_at(head, slug).digest == record.plan_digest
+    except LanesError:
+        return False
 
 
 def drop_scratch(coord: Session, final: dict[str, Any], event: Callable[[str], None]) -> None:

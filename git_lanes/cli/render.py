@@ -285,12 +285,12 @@ def run_summary(report: dict, facts: dict) -> None:
     for c in report["children"]:
         if c.get("reason") and c["state"] in ("needs_human", "skipped_blocked"):
             say(f"{c['task_id']}: {c['reason']}")
-    if facts.get("log") is not None:
+    if facts.get("log"):   # never an empty section (SPEC §17.1 v4)
         base = facts.get("base")
         say(f"\n$ git log --oneline {facts['branch']}" + (f" ^{base[:12]}" if base else ""))
-        if facts["log"]:
-            say(facts["log"])
-    say(f"\nexecutor logs: {facts['log_dir']}")
+        say(facts["log"])
+    if facts.get("log_dir"):   # only a folder that exists
+        say(f"\nexecutor logs: {facts['log_dir']}")
     steps = facts.get("next") or []
     if steps:
         say("\nnext:")

@@ -119,7 +119,7 @@ def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver 
         log = s.git.odb.log_oneline(f"{base}..{branch.name}" if base else branch.name).rstrip("\n")
     steps = next_steps(s, slug, snap.record, executor, again) if mine else []
     return {"reason": stored or report.get("reason"), "rows": rows, "branch": branch.name, "base": base,
-            "log": log, "log_dir": logs, "next": steps}
+            "log": log or None, "log_dir": logs if logs and os.path.isdir(logs) else None, "next": steps}
 
 
 def log_dir(s: Session, batch_id: str) -> str:

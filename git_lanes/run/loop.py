@@ -153,6 +153,11 @@ class Driver(Provisioning, Correcting):
         self.note(report, quiet)
         return report
 
+    @staticmethod
+    def prev_run(c: dict[str, Any]) -> bool:
+        """Whether an earlier run left counters on this child (a continued batch's first report)."""
+        return bool(c.get("qa_failures") or c.get("corrections")) and c["state"] == "enrolled"
+
     def note(self, report: dict[str, Any], quiet: set[str] = frozenset()) -> None:
         """Events for what changed since the last report."""
         self.report = report
@@ -164,7 +169,10 @@ class Driver(Provisioning, Correcting):
             state = c["state"]
             if _RANK.get(state, 0) < _RANK.get(before.get("state"), 0):
                 continue   # a report taken before one already noted (the verifier's, read by the main thread late)
-            if c.get("qa_failures", 0) > before.get("qa_failures", 0):   # before the park it may have caused
+            if not before and self.prev_run(c):   # a batch continued: where it is now, once (not as news)
+                self.progress.event(f"{task}: {state}, QA failures {c.get('qa_failures', 0)}, corrections "
+                                    f"{c.get('corrections', 0)}")
+            elif c.get("qa_failures", 0) > before.get("qa_failures", 0):   # before the park it may have caused
                 self.progress.event(f"{task}: QA failures {c['qa_failures']}")
             if state != before.get("state") and before:
                 if state in ("integrated", "released") and before.get("state") not in ("integrated", "released"):

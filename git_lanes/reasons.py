@@ -76,8 +76,8 @@ GROUPS: list[tuple[str, dict[str, str]]] = [
     }),
     ("Steward (git lanes provision, release)", {
         "batch_lane_branch_exists": "the lane branch to provision already exists",
-        "batch_lane_setup_failed": "lanes.setupCommand failed in a new lane: <exit status>: <its last 5 lines>; "
-                                   "the lane was removed",
+        "batch_lane_setup_failed": "lanes.setupCommand failed in a new lane: <exit status>: <the first two lines "
+                                   "naming an error, then the last three>; whole output: <log>; the lane was removed",
         "batch_lane_release_refused": "the lane has no release handoff (or --stale on a batch still running)",
     }),
     ("Remote lanes (git lanes join, work, run --remote, push, pull; SPEC §14)", {

@@ -20,9 +20,9 @@ import shutil
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Iterator
 
-from .checks import CheckResult, child_env, last_lines, run_checks
+from .checks import CheckResult, child_env, run_checks
 from .store import flock_try
-from .workspace import copy_ignored, run_setup
+from .workspace import copy_ignored, run_setup, setup_failure
 
 if TYPE_CHECKING:
     from .session import Session
@@ -35,7 +35,7 @@ class SetupFailed(Exception):
 
     def __init__(self, result: CheckResult) -> None:
         self.result = result
-        super().__init__(f"{exit_status(result)}: {last_lines(result.output_tail)}")
+        super().__init__(setup_failure(result))
 
 
 def exit_status(result: CheckResult) -> str:

@@ -68,6 +68,9 @@ def check_tasks(s: Session, slug: str, tasks: list[str]) -> None:
 def plan_view(s: Session, slug: str, max_parallel: int) -> tuple[dict[str, Any], str, bool, dict[str, str]]:
     """`git lanes plan`: (the plan document read from HEAD, its title, whether the working tree
     differs from HEAD under `.lanes/<slug>/`, the risk of each task that is not `low`: shown, SPEC §2)."""
+    from .workspace import setup_command
+
+    setup_command(s)   # shell syntax in lanes.setupCommand: refused here as start and run refuse it (§17.1 v4)
     head = s.git.rev_parse("HEAD")
     if head is None:
         raise usage("HEAD has no commit yet; the plan is read from HEAD")

@@ -196,8 +196,11 @@ def test_a_failing_setup_fails_the_provision_and_leaves_nothing(repo, tmp_path, 
     git(repo, "config", "lanes.setupCommand", f"{sys.executable} {script}")
     proc = human(repo, "provision", "a")
     assert proc.returncode == 1
-    assert proc.stderr.strip() == ("error: batch_lane_setup_failed: exit 4: step 4 | step 5 | step 6 | step 7 | "
-                                   "npm ERR! missing lockfile")
+    # SPEC §17.1 v4: the first lines naming an error, then the last three; the whole output in a log
+    quoted, _, log = proc.stderr.strip().partition("; whole output: ")
+    assert quoted.startswith("error: batch_lane_setup_failed: exit 4: npm ERR! missing lockfile | ")
+    assert quoted.endswith(" | step 6 | step 7")   # (stderr and stdout may interleave either way)
+    assert log.endswith("/a-setup-1.log") and "step 0" in Path(log).read_text()
     assert "imm-lane/demo/a" not in git(repo, "branch", "--list", "imm-lane/*")
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     lanes_root = hermetic / ".local" / "share" / "git-lanes"

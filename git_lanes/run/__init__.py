@@ -23,7 +23,7 @@ from ..procs import kill_all, stopping
 from ..session import Session
 from ..store import run_lock
 from ..tick import status_report
-from ..workspace import repo_id, setup_command
+from ..workspace import log_base, repo_id, setup_command
 from .loop import TERMINAL, Driver, Stop
 from .sessions import logged_sessions
 
@@ -127,17 +127,6 @@ def log_dir(s: Session, batch_id: str) -> str:
     return os.path.join(log_base(s), repo_id(s), batch_id)
 
 
-def log_base(s: Session) -> str:
-    """`lanes.logDir` (a relative one from the Git common dir, the same from every worktree and in none
-    of them) or the user log folder."""
-    configured = s.git.config_get("lanes.logDir")
-    if not configured:
-        from platformdirs import user_log_dir
-
-        return os.path.abspath(user_log_dir("git-lanes", appauthor=False))
-    return os.path.abspath(os.path.join(s.git.common_dir, os.path.expanduser(configured)))
-
-
 def check_log_base(s: Session) -> None:
     """A `lanes.logDir` in the coordinator's worktree that Git does not ignore is a usage error: the logs
     would make it dirty (`working_tree_unstaged`), and the next tick would refuse."""
@@ -203,6 +192,7 @@ def _run(s: Session, slug: str, executor: str, corrector: str | None, argv: list
     if snap is not None and snap.record.batch_state == "completed" and not new and _same_plan(s, slug, snap.record):
         # SPEC §17.6 v4: that batch is done; its summary and landing step, starting nothing
         record = snap.record
+        _release_finished(s, slug, out if not as_json else s.warn)
         (s.warn if as_json else out)(f"batch {record.batch_id} already completed this plan; nothing to start "
                                      f"(git lanes run {slug} --new --executor {shlex.quote(executor)} starts a "
                                      "new batch)")

@@ -309,6 +309,10 @@ def released(doc: dict) -> None:
         what.append(f"branch {item['branch']} " + ("kept" if item.get("branch_kept") else "deleted"))
         if item.get("snapshot"):
             what.append(f"uncommitted work kept as {item['snapshot'][:12]}")
+        if item.get("archived"):   # SPEC §17.1 v4: each archive commit, in full
+            what.append(f"archived as {item['archived']}")
+        if item.get("ignored"):
+            what.append("ignored files not kept: " + ", ".join(item["ignored"]))
         say(" (".join([what[0], "; ".join(what[1:])]) + ")")
     for path in doc.get("scratch", []):
         say(f"removed scratch worktree {path}")

@@ -51,7 +51,8 @@ def test_a_crashed_session_runs_no_done_and_a_new_session_finishes(repo, tmp_pat
     assert m, out
     assert "Traceback: the agent fell over" in Path(m.group(1)).read_text()
     assert "a: session 2 started" in out
-    # the crashed session's work was not checked as a delivery: one attempt in all (session 2's)
+    # the crashed session's work (which would have passed) was never checked: one attempt, session 2's
+    assert len(ok(repo, "show", "a")["lane_record"]["qa_attempts"]) == 1
     assert child_of(ok(repo, "status"), "a")["state"] in ("integrated", "released")
 
 

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import git
-from flow import child_of, cli, done, exists, intent, ok, provision, record, start, write_plan
+from flow import cli, done, exists, intent, ok, provision, record, start, write_plan
 
 
 def human(cwd: Path, *args: str) -> subprocess.CompletedProcess:

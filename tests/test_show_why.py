@@ -5,14 +5,13 @@ starts at a line boundary with no half escape sequence."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from conftest import git
-from flow import child_of, done, intent, ok, provision, start, write_plan
+from flow import done, intent, ok, provision, start, write_plan
 
 CHECK_PY = r'''
 import pathlib, sys
@@ -119,4 +118,3 @@ def test_a_run_session_line_quotes_the_telling_line(repo, tmp_path):
     assert "done: failed A1 (exit 1): 1 failed, 2 passed" \
         in proc.stdout, proc.stdout + proc.stderr
     assert "): Duration: 19ms" not in proc.stdout
-    json.dumps(proc.returncode)

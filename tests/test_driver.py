@@ -460,5 +460,7 @@ def test_a_setup_failing_while_the_scratch_is_made_ready_parks_the_child_when_it
     proc = run(root, "drv", executor)   # however the session and the preparation interleave
     assert proc.returncode == 1
     [child] = status(root, "drv")["children"]
-    assert child["reason"] == "batch_integration_setup_failed: exit 4: pip: no matching distribution"
+    quoted, _, log = child["reason"].partition("; whole output: ")   # SPEC §17.1 v4: and the whole output's log
+    assert quoted == "batch_integration_setup_failed: exit 4: pip: no matching distribution"
+    assert log.endswith(".log") and "pip: no matching distribution" in open(log).read()
     assert setup_log.read_text().splitlines() == ["scratch", "scratch"]   # made ready, then verified

@@ -81,14 +81,14 @@ def tail_lines(text: str, n: int = 1) -> list[str]:
     return [line.rstrip() for line in (text or "").splitlines() if line.strip()][-n:]
 
 
-# a line that says what failed: test runners end with statistics (`# duration_ms 235`, `Time: 1 s`)
-_TELLING = re.compile(r"fail|error|not ok|assert|traceback|panic|abort", re.IGNORECASE)
-_TELLING_WITHIN = 40   # non-empty lines from the end where one is looked for
+# the line that says what failed (SPEC §17.1 v4): test runners end with statistics (`Duration: 19ms`)
+_TELLING = re.compile(r"failed|error|assert|✘|✗|not ok|fatal", re.IGNORECASE)
 
 
 def telling_line(text: str) -> str:
-    """The last non-empty line of an output that names a failure (among its last 40), else its last line."""
-    lines = tail_lines(text, _TELLING_WITHIN)
+    """The last non-empty line of an output matching `FAILED`, `Error`, `assert`, `✘`, `✗`, `not ok` or
+    `fatal` (case-insensitive), else its last non-empty line."""
+    lines = [line.rstrip() for line in (text or "").splitlines() if line.strip()]
     return next((line for line in reversed(lines) if _TELLING.search(line)), lines[-1] if lines else "")
 
 
@@ -147,14 +147,15 @@ def run_command(check_id: str, command: str | Sequence[str], *, cwd, env: Mappin
         words = list(argv) if argv is not None else (split_command(command) if isinstance(command, str) else list(command))
         if not words:
             raise usage(f"command {display!r}: empty")
-        done = procs.run(words, cwd=cwd, env=env, timeout=timeout, tail=TAIL_BYTES + longest(secrets))
+        keep = TAIL_BYTES + longest(secrets) + 1
+        done = procs.run(words, cwd=cwd, env=env, timeout=timeout, tail=keep)
     except LanesError as exc:
         return _result(check_id, display, MISSING_EXIT_CODE, None, start, exc.detail)
     except (OSError, ValueError) as exc:
         name = getattr(exc, "filename", None) or (words[0] if words else display)
         detail = getattr(exc, "strerror", None) or str(exc)
         return _result(check_id, display, MISSING_EXIT_CODE, None, start, f"git-lanes: cannot run {name}: {detail}")
-    text = _tail(redact(plain_text(done.output.decode("utf-8", errors="replace")), secrets))
+    text = _tail(redact(plain_text(done.output.decode("utf-8", errors="replace")), secrets), len(done.output) >= keep)
     if done.timed_out:
         sep = "\n" if text and not text.endswith("\n") else ""
         return _result(check_id, display, None, "SIGKILL", start, f"{text}{sep}[timed out after {timeout:g} s]")
@@ -166,10 +167,16 @@ def run_checks(items: Iterable[tuple[str, str, float]], *, cwd, env: Mapping[str
     return [run_command(check_id, command, cwd=cwd, env=env, timeout=timeout) for check_id, command, timeout in items]
 
 
-def _tail(text: str) -> str:
-    """The last 4 KiB of an output, redacted first (a secret cut in two would show its half)."""
+def _tail(text: str, cut: bool = False) -> str:
+    """The last 4 KiB of an output (escape sequences already stripped, secrets redacted first: a secret cut
+    in two would show its half), from a line boundary when anything was cut (`cut`: the output was longer
+    than what was kept of it), so no half line or half escape sequence is stored."""
     data = text.encode("utf-8")
-    return data[-TAIL_BYTES:].decode("utf-8", errors="ignore") if len(data) > TAIL_BYTES else text
+    if len(data) > TAIL_BYTES:
+        text, cut = data[-TAIL_BYTES:].decode("utf-8", errors="ignore"), True
+    if cut and "\n" in text.rstrip("\n"):
+        text = text[text.index("\n") + 1:]
+    return text
 
 
 def _result(check_id: str, command: str, exit_code: int | None, sig: str | None, start: float,

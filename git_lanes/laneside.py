@@ -238,7 +238,7 @@ def _write_intent_file(worktree: str, path: str, text: str) -> None:
 
 
 def done(session: Session, *, cancelled: Callable[[], bool] | None = None, receipts: bool = True,
-         fail_fast: bool | None = None) -> dict[str, Any] | None:
+         fail_fast: bool | None = None, retry: bool = False) -> dict[str, Any] | None:
     """`git lanes done`: snapshot the delivery, run the effective checks, record the attempt.
 
     Returns `{task_id, passed, tree, results[…]}` (plus `note` when the attempt has one); None when
@@ -246,6 +246,8 @@ def done(session: Session, *, cancelled: Callable[[], bool] | None = None, recei
     v4: receipts stand for checks and the passes are kept (not with `receipts=False`, `--no-receipts`,
     nor when the batch says so, §8.7); a failure is retried (`lanes.flakeRetries`, §8.8); with
     `fail_fast` (default `lanes.failFast`) no check runs after the first failing one.
+    The very tree whose last attempt failed is refused `nothing_changed` (SPEC §17.1 v4) unless
+    something newer than that attempt may change its outcome, or `retry`.
     """
     ctx = LaneContext.load(session)
     git = session.git
@@ -260,6 +262,10 @@ def done(session: Session, *, cancelled: Callable[[], bool] | None = None, recei
             raise refused("nothing_to_deliver", "nothing to deliver")
         _write_intent_file(ctx.worktree, intent.path, intent.revision_text)
     tree = snapshot_tree(git, ctx.worktree, keep=True)   # its index answers "did the checks change it?"
+    failed_on = None if retry else _failed_on(ctx, tree)
+    if failed_on is not None:
+        git.work.drop_prepared(ctx.worktree)
+        raise refused("nothing_changed", f"the last attempt failed on tree {tree}")
     from .receipts import book
 
     found = book(git, where="lane", batch_id=ctx.batch.batch_id, clock=session.clock, warn=session.warn,
@@ -294,7 +300,22 @@ def done(session: Session, *, cancelled: Callable[[], bool] | None = None, recei
 CHANGED = "checks changed the delivery"
 
 
-def _check(ctx: LaneContext, intent: LaneIntent, tree: str, receipts=None, fail_fast: bool = False) -> tuple[str | None, list]:
+def _failed_on(ctx: LaneContext, tree: str) -> str | None:
+    """The time of the last attempt when it failed on `tree` and no intervention, `resumed_at` or approved
+    revision is newer than it (SPEC §17.6 v4); else None."""
+    attempts = (ctx.lane_record or {}).get("qa_attempts") or []
+    last = attempts[-1] if attempts else None
+    if last is None or last.get("passed") or last.get("tree") != tree:
+        return None
+    at = last.get("at") or ""
+    batch = ctx.batch
+    newer = [i["at"] for i in batch.interventions] + [batch.resumed_at or ""] + \
+        [(batch.revision or {}).get("at") or ""]
+    return None if any(t and t >= at for t in newer) else at
+
+
+def _check(ctx: LaneContext, intent: LaneIntent, tree: str, receipts=None,
+           fail_fast: bool = False) -> tuple[str | None, list]:
     """(note, results) of the delivery `tree`: refused when empty, failed without a check when it
     leaves the scope, else the effective checks run in the lane (`checkrun`: receipts, flaky
     retries, `fail_fast`), which must leave it as it was."""

@@ -88,6 +88,7 @@ class LaneBatch(NamedTuple):
     interventions: list[dict[str, str]]    # this task's since its last lane was archived, oldest first
     archived_runs: frozenset[str]          # runs `resume --restart` ended
     receipts: bool | None = None           # (v4) false: the batch was started `--no-receipts` (§8.7)
+    resumed_at: str | None = None          # when `resume` last freed the child (SPEC §7 B v3)
 
     @classmethod
     def read(cls, session: "Session", slug: str, task_id: str) -> "LaneBatch | None":
@@ -116,12 +117,13 @@ class LaneBatch(NamedTuple):
         if batch is None:
             raise _Bad("batch.json: missing")
         child = json.loads(files[child_file]) if child_file in files else None
-        state = correction = lane = None
+        state = correction = lane = resumed = None
         if child is not None:
             if _get(child, "task_id", str, "child") != task_id:
                 raise _Bad(f"{child_file}: holds another task")
             state = _get(child, "state", str, "child")
             correction = _get(child, "correction_due", str, "child", optional=True)
+            resumed = _get(child, "resumed_at", str, "child", optional=True)
             lane_doc = _get(child, "lane", dict, "child", optional=True)
             lane = LaneSpot.of(lane_doc) if lane_doc is not None else None
         identity = json.loads(files[identity_file]) if identity_file in files else None
@@ -131,7 +133,8 @@ class LaneBatch(NamedTuple):
             if _get(item, "task_id", str, path) != task_id:
                 continue
             if path.startswith("revisions/"):
-                revisions.append({"intent_text": _get(item, "intent_text", str, path),
+                revisions.append({"at": _get(item, "at", str, path),
+                                  "intent_text": _get(item, "intent_text", str, path),
                                   "intent_content_hash": _get(item, "intent_content_hash", str, path)})
             elif path.startswith("interventions/"):
                 interventions.append({k: _get(item, k, str, path) for k in ("at", "kind", "text", "text_digest")})
@@ -147,7 +150,7 @@ class LaneBatch(NamedTuple):
                    intent_path=_get(identity, "intent_path", str, "identity") if identity is not None else None,
                    intent_hash=_get(identity, "intent_content_hash", str, "identity") if identity is not None else None,
                    revision=revisions[-1] if revisions else None, interventions=interventions,
-                   archived_runs=frozenset(r for r in archived if r is not None),
+                   archived_runs=frozenset(r for r in archived if r is not None), resumed_at=resumed,
                    receipts=False if batch.get("receipts") is False else None)
 
 

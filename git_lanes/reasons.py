@@ -67,14 +67,17 @@ GROUPS: list[tuple[str, dict[str, str]]] = [
     ("Lane side (git lanes done, run in a lane)", {
         "correction_due": "the lane waits for the coordinator's design-level correction",
         "nothing_to_deliver": "the delivery is empty: nothing differs from the lane base",
+        "nothing_changed": "the delivery is the very tree whose last attempt failed, and no instruction, "
+                           "correction, resume or approved revision came since (done --retry runs the checks "
+                           "again anyway)",
         "qa_failed": "the attempt failed: the failing check ids, or the attempt's note",
         "delivery_outside_scope": "the note of an attempt whose delivery changes paths outside the task's "
                                   "scope (failed before any check ran)",
     }),
     ("Steward (git lanes provision, release)", {
         "batch_lane_branch_exists": "the lane branch to provision already exists",
-        "batch_lane_setup_failed": "lanes.setupCommand failed in a new lane: <exit status>: <its last 5 lines>; "
-                                   "the lane was removed",
+        "batch_lane_setup_failed": "lanes.setupCommand failed in a new lane: <exit status>: <the first two lines "
+                                   "naming an error, then the last three>; whole output: <log>; the lane was removed",
         "batch_lane_release_refused": "the lane has no release handoff (or --stale on a batch still running)",
     }),
     ("Remote lanes (git lanes join, work, run --remote, push, pull; SPEC §14)", {

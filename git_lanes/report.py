@@ -132,8 +132,17 @@ def land_command(record: BatchRecord) -> str:
     return f"git merge --ff-only {_q(record.branch)} (on the branch it should land on)"
 
 
+def landed_action(record: BatchRecord, leftovers: bool) -> str:
+    """`next_action` of a completed batch whose head is already on `base_branch` (SPEC §17.1 v4)."""
+    text = f"Batch completed; landed on {record.base_branch}."
+    if leftovers:
+        text += f" Remove its leftover lanes with git lanes release --stale {_q(record.slug)}."
+    return text
+
+
 def correction_command(slug: str, task_id: str) -> str:
-    return (f"git lanes instruct {_q(task_id)} --kind correction --session-state idle --message '…' "
+    """The correction hint (SPEC §17.6 v4): the text comes from a file the caller writes (or `--edit`)."""
+    return (f"git lanes instruct {_q(task_id)} --kind correction --session-state idle --file <file> "
             f"--slug {_q(slug)}")
 
 
@@ -156,7 +165,7 @@ def handoff_command(slug: str, h: dict[str, Any]) -> str:
     path = _q(h.get("lane_path") or ".")
     if h.get("next_obligation") == "review":
         return (f"git lanes review {task} --slug {_q(slug)} --approve (or git lanes review {task} --slug {_q(slug)} "
-                "--reject -m '…')")
+                "--reject -m <reason>)")
     return f"git -C {path} lanes task, then work there and run git -C {path} lanes done"
 
 
@@ -204,12 +213,19 @@ def next_action(record: BatchRecord, hand: list[dict[str, Any]]) -> str:
     correct = next((h for h in hand if h.get("action") == "correct"), None)
     if correct is not None:
         return ("Read the failing checks' output (git lanes show " + _q(correct["task_id"]) + f" --slug {slug}) and "
-                "send one design-level correction with " + correction_command(record.slug, correct["task_id"])
-                + "." + tail)
+                "send one design-level correction written to a file with "
+                + correction_command(record.slug, correct["task_id"]) + " (or --edit instead of --file on a terminal)."
+                + tail)
+    passed = [c.task_id for c in record.children if c.state in ("settled", "lane_committed")]
+    if passed:   # SPEC §17.1 v4: nothing to redo for them
+        tail = (f" {', '.join(passed)} passed; the next tick lands {'it' if len(passed) == 1 else 'them'} "
+                f"(git lanes tick {slug}).") + tail
     provisions = [h for h in hand if h.get("action") == "provision"]
     if provisions:
         return ("Provide a lane for each provision handoff: "
                 + "; ".join(handoff_command(record.slug, h) for h in provisions) + "." + tail)
+    if passed and not any(h.get("role") == "executor" for h in hand):
+        return tail.strip()
     return ("Run the executor handoffs (in each lane: git lanes task, the work, git lanes done), then "
             f"git lanes tick {slug} when a lane finishes." + tail)
 

@@ -309,17 +309,49 @@ def retire(s: Session, slug: str, confirm: Callable[[str], bool]) -> BatchRecord
     check_id(slug, "slug")
     snap = _retirable(s, slug)
     rec = snap.record
+    parked = [c for c in rec.children if c.state == "needs_human" and c.lane is not None and c.lane.path
+              and not c.lane.carried_over]
     text = (f"Retire batch {rec.batch_id} ({slug}, {rec.batch_state}): it becomes superseded and nothing "
-            f"more integrates. Lanes, branches and {rec.branch} stay as they are; "
-            f"'git lanes release --stale {slug}' removes clean lanes, 'git lanes start {slug}' continues "
-            f"{rec.branch}.")
+            f"more integrates. "
+            + (f"The lanes of the parked children ({', '.join(c.task_id for c in parked)}) are archived (their "
+               "uncommitted work kept in a commit the record keeps) and removed; " if parked else "")
+            + f"other lanes, branches and {rec.branch} stay as they are; "
+            f"'git lanes release --stale {slug}' removes them, 'git lanes start {slug}' continues {rec.branch}.")
     if not confirm(text):
         raise refused("batch_confirmation_declined", "nothing was written")
+    archived = _parked_archive(s, rec, parked)
     with s.transaction(slug, "retire", expect=snap.commit) as tx:
         tx.record.batch_state = "superseded"
-        tx.write(f"retired: {rec.batch_state} -> superseded")
+        tx.record.archived_lanes.extend(archived)   # SPEC §17.6 v4: in the superseded write
+        tx.write(f"retired: {rec.batch_state} -> superseded"
+                 + (f"; archived {', '.join(a.task_id for a in archived)}" if archived else ""))
         crash_point("retire-recorded")
+    from .workspace import remove_lane
+
+    for c in parked:   # what they held is reachable from the record now
+        try:
+            remove_lane(s, c.lane.path, c.lane.branch, force=True)
+        except LanesError as exc:
+            s.warn(f"the lane of {c.task_id} was archived but not removed: {exc.message}; "
+                   f"git lanes release --stale {slug} removes it")
     return tx.record
+
+
+def _parked_archive(s: Session, rec: BatchRecord, parked: list[Child]) -> list[ArchivedLane]:
+    """The archive entries of the parked lanes `retire` removes: each lane's tip, or a commit on top of it
+    that holds its uncommitted work (reported as `retire`'s warning lines)."""
+    from .snapshot import keep_lane_work
+
+    at = s.clock()
+    out = []
+    for c in parked:
+        tip = s.git.refs.resolve(branch_ref(c.lane.branch))
+        keep, snapshot = keep_lane_work(s.git, c.task_id, c.lane.path, tip, "retired")
+        if snapshot:
+            s.warn(f"the uncommitted work of {c.task_id}'s lane is kept as {snapshot}")
+        if keep is not None and keep not in rec.referenced_commits():
+            out.append(ArchivedLane(at=at, task_id=c.task_id, branch=c.lane.branch, tip=keep, run_id=c.lane.run_id))
+    return out
 
 
 def retire_batch(s: Session, slug: str, confirm: Callable[[str], bool]) -> dict:

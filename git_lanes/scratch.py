@@ -21,9 +21,9 @@ import threading
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
-from .checks import CheckResult, child_env, last_lines
+from .checks import CheckResult, child_env
 from .store import flock_try, lock_path
-from .workspace import copy_ignored, run_setup
+from .workspace import copy_ignored, run_setup, setup_failure
 
 if TYPE_CHECKING:
     from .receipts import Receipts
@@ -38,7 +38,7 @@ class SetupFailed(Exception):
 
     def __init__(self, result: CheckResult) -> None:
         self.result = result
-        super().__init__(f"{exit_status(result)}: {last_lines(result.output_tail)}")
+        super().__init__(setup_failure(result))
 
 
 def exit_status(result: CheckResult) -> str:

@@ -100,3 +100,23 @@ def half_removed(git: Git, worktree: str) -> bool:
 def changed_paths(git: Git, tree_a: str, tree_b: str) -> list[str]:
     """Sorted paths that differ between two trees (no rename detection), as Git shows them."""
     return [quote_path(p) for p in git.odb.diff_paths(tree_a, tree_b)]
+
+
+SNAPSHOT_IDENT = "git-lanes <git-lanes@localhost>"
+
+
+def keep_lane_work(git: Git, task_id: str, path: str | None, tip: str | None, why: str) -> tuple[str | None, str | None]:
+    """(the commit that keeps a lane's work: its branch tip, or a commit on top of it holding the lane's
+    uncommitted work (§5's snapshot), the snapshot commit or None when the lane was clean). For a lane
+    about to be removed (a restart, `retire`, `release --stale`, SPEC §17.1 v4); writes objects only."""
+    import time
+
+    if tip is None or not path or not os.path.isdir(path):
+        return tip, None
+    tree = snapshot_tree(git, path)
+    if tree == git.odb.tree_of(tip):
+        return tip, None
+    keep = git.odb.write_commit(tree, [tip], f"git-lanes: the uncommitted work of {task_id}'s {why} lane\n\n"
+                                             f"Lanes-Task: {task_id}\n",
+                                author=SNAPSHOT_IDENT, committer=SNAPSHOT_IDENT, author_time=int(time.time()))
+    return keep, keep

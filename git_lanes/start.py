@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -79,6 +80,25 @@ def verify_window(s: Session, o: StartOptions) -> int:
     return configured or min(4, o.max_parallel)
 
 
+def _dirty(git, dirty) -> Exception:
+    """`dirty_working_tree`: tracked changes are committed or stashed; an untracked file (a `.env`) is
+    ignored in this clone, never committed (SPEC §17.1 v4)."""
+    def listed(entries) -> str:
+        return ", ".join(quote_path(e.path) for e in entries[:5]) + (" …" if len(entries) > 5 else "")
+
+    tracked = [e for e in dirty if e.xy != "??"]
+    untracked = [e for e in dirty if e.xy == "??"]
+    parts = ([f"commit or stash these first: {listed(tracked)}"] if tracked else []) + \
+        ([f"untracked: {listed(untracked)}"] if untracked else [])
+    hint = None
+    if untracked:
+        exclude = os.path.relpath(os.path.join(git.common_dir, "info", "exclude"), git.toplevel)
+        names = " ".join(shlex.quote(e.path.rstrip("/")) for e in untracked[:5])
+        hint = (f"ignore untracked files that are not part of the project in this clone only, e.g. "
+                f"printf '%s\\n' {names} >> {shlex.quote(exclude)} (or remove them); do not commit them")
+    return refused("dirty_working_tree", "; ".join(parts), hint=hint)
+
+
 def prepare(s: Session, slug: str, o: StartOptions) -> Prepared:
     """Every preflight of SPEC §6, in order; nothing is written."""
     check_id(slug, "slug")
@@ -100,9 +120,7 @@ def prepare(s: Session, slug: str, o: StartOptions) -> Prepared:
                                            + ", ".join(quote_path(p) for p in flagged[:5]))
     dirty = git.status()
     if dirty:
-        raise refused("dirty_working_tree", "commit or stash these first: "
-                      + ", ".join(quote_path(e.path) for e in dirty[:5])
-                      + (" …" if len(dirty) > 5 else ""))
+        raise _dirty(git, dirty)
     last = s.batches.read(slug)
     if last is not None and not last.record.terminal:
         raise refused("batch_already_active", f"batch {last.record.batch_id} of {slug} is {last.record.batch_state}; "
@@ -211,8 +229,12 @@ def confirmation_text(p: Prepared) -> str:
     conflicts = p.plan.scope_conflicts()
     if conflicts:
         lines.append("  scope conflicts (never run together):")
-        for c in conflicts:
-            lines.append(f"    {c['task_id']}: " + ", ".join(c["overlaps_with"]))
+        seen: set[str] = set()
+        for c in conflicts:   # each pair once (SPEC §17.1 v4; the list names both directions)
+            others = [o for o in c["overlaps_with"] if o not in seen]
+            seen.add(c["task_id"])
+            if others:
+                lines.append(f"    {c['task_id']}: " + ", ".join(others))
     if p.carried:
         lines.append("  carried over (already on the branch): " + ", ".join(sorted(p.carried)))
     return "\n".join(lines)

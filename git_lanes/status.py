@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from .errors import usage
@@ -60,7 +61,21 @@ def show(s: Session, slug: str, task_id: str) -> dict[str, Any]:
     doc: dict[str, Any] = {"batch_id": report["batch_id"], "child": child, "lane_record": lane_doc}
     if lane_error:
         doc["lane_record_error"] = lane_error
+    lane = child.get("lane") or {}
+    if lane.get("path") and not os.path.isdir(lane["path"]):
+        doc["lane_removed"] = True
+    doc["inbox"] = _inbox(s, slug, task_id, lane_doc)
     return doc
+
+
+def _inbox(s: Session, slug: str, task_id: str, lane_doc: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every instruction and correction sent to the child's current lane, oldest first, with whether the
+    lane has read it (SPEC §17.1 v4); what went to a lane a restart archived is not this lane's."""
+    record = s.record(slug)
+    ended = max((a.at for a in record.archived_lanes if a.task_id == task_id), default="")
+    read = (lane_doc or {}).get("inbox_read", 0)
+    sent = [i for i in record.interventions if i.task_id == task_id and i.at >= ended]
+    return [{"at": i.at, "kind": i.kind, "text": i.text, "read": n < read} for n, i in enumerate(sent)]
 
 
 def audit_trail(s: Session, slug: str) -> list[dict[str, str]]:
@@ -83,6 +98,9 @@ def check_tasks(s: Session, slug: str, tasks: list[str]) -> None:
 def plan_view(s: Session, slug: str, max_parallel: int) -> tuple[dict[str, Any], str, bool, dict[str, str]]:
     """`git lanes plan`: (the plan document read from HEAD, its title, whether the working tree
     differs from HEAD under `.lanes/<slug>/`, the risk of each task that is not `low`: shown, SPEC §2)."""
+    from .workspace import setup_command
+
+    setup_command(s)   # shell syntax in lanes.setupCommand: refused here as start and run refuse it (§17.1 v4)
     head = s.git.rev_parse("HEAD")
     if head is None:
         raise usage("HEAD has no commit yet; the plan is read from HEAD")

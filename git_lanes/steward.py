@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 from . import lifecycle
@@ -245,7 +244,7 @@ def release_restarted(s: Session, slug: str, task_id: str, keep_branch: bool = F
     """The old lane of a pending child that `resume --restart` sent back (SPEC §6 v3): its tip, and its
     uncommitted work as a snapshot commit on top, archived in the record first; then the worktree and the
     branch go. None when the child has no such lane."""
-    from .snapshot import snapshot_tree
+    from .snapshot import keep_lane_work
 
     snap = s.batches.read(slug)
     child = snap.record.child(task_id) if snap else None
@@ -258,22 +257,12 @@ def release_restarted(s: Session, slug: str, task_id: str, keep_branch: bool = F
     wt = s.worktree_on(branch)
     if tip is None and wt is None:
         return None
-    keep = tip
-    if wt is not None and os.path.isdir(wt.path) and tip is not None:
-        tree = snapshot_tree(s.git, wt.path)
-        if tree != s.git.odb.tree_of(tip):
-            keep = s.git.odb.write_commit(tree, [tip], f"git-lanes: the uncommitted work of {task_id}'s restarted "
-                                                       f"lane\n\nLanes-Task: {task_id}\n",
-                                          author=SNAPSHOT_IDENT, committer=SNAPSHOT_IDENT, author_time=int(time.time()))
-    snapshot = keep if keep != tip else None
+    keep, snapshot = keep_lane_work(s.git, task_id, wt.path if wt is not None else None, tip, "restarted")
     if keep is not None and keep not in snap.record.referenced_commits():
         _record(s, slug, archived=[ArchivedLane(at=s.clock(), task_id=task_id, branch=branch, tip=keep)])
     path = wt.path if wt is not None else ""
     remove_lane(s, path, branch, keep_branch, force=True)   # what it held is in the record now
     return _removed(task_id, path, branch, keep_branch, snapshot=snapshot)
-
-
-SNAPSHOT_IDENT = "git-lanes <git-lanes@localhost>"
 
 
 def _record(s: Session, slug: str, released: list[str] = (), archived: list[ArchivedLane] = ()) -> None:
@@ -304,17 +293,19 @@ def release_stale(s: Session, slug: str) -> dict[str, Any]:
     present: set[str] = set()   # lanes that still had a worktree or a branch: what is reported removed
     skipped: list[dict[str, str]] = []
     archived: list[ArchivedLane] = []
+    snapshots: dict[str, str | None] = {}   # the commit holding a dirty lane's uncommitted work
+    lost: dict[str, list[str]] = {}         # the ignored paths a removed lane held (not kept anywhere)
     for child in rec.children:
         if child.lane is None or child.lane.carried_over or child.state == "released":
             continue
         lane = child.lane
         tip = s.git.refs.resolve(branch_ref(lane.branch))
-        if s.worktree_at(lane.path) is not None and os.path.isdir(lane.path):
-            from .snapshot import worktree_clean
+        if lane.path and s.worktree_at(lane.path) is not None and os.path.isdir(lane.path):
+            from .snapshot import keep_lane_work
 
-            if not worktree_clean(s.git, lane.path):
-                skipped.append({"task_id": child.task_id, "reason": f"{lane.path} has uncommitted work"})
-                continue
+            # SPEC §17.1 v4: a dirty lane's uncommitted work goes into a commit the record keeps, then it goes
+            lost[child.task_id] = s.git.work.ignored_top_level(lane.path)
+            tip, snapshots[child.task_id] = keep_lane_work(s.git, child.task_id, lane.path, tip, "stale")
             present.add(child.task_id)
         if tip is not None:
             present.add(child.task_id)
@@ -324,12 +315,18 @@ def release_stale(s: Session, slug: str) -> dict[str, Any]:
     if archived:  # the record keeps the tips reachable before any branch goes
         _record(s, slug, archived=archived)
     for child in keep:
-        remove_lane(s, child.lane.path, child.lane.branch)
+        remove_lane(s, child.lane.path, child.lane.branch, force=bool(snapshots.get(child.task_id)))
     integrated = [child.task_id for child in keep if child.state == "integrated"]
     if integrated:
         _record(s, slug, released=integrated)
-    doc = {"released": [_removed(c.task_id, c.lane.path, c.lane.branch, False) for c in keep
-                        if c.task_id in present], "skipped": skipped, "scratch": drop_scratch_pool(s)}
+    kept = {a.task_id: a.tip for a in archived}
+    def facts(task: str) -> dict[str, Any]:
+        found = {"snapshot": snapshots.get(task), "archived": kept.get(task), "ignored": lost.get(task)}
+        return {key: value for key, value in found.items() if value}
+
+    doc = {"released": [_removed(c.task_id, c.lane.path, c.lane.branch, False, **facts(c.task_id))
+                        for c in keep if c.task_id in present],
+           "skipped": skipped, "scratch": drop_scratch_pool(s)}
     from .receipts import prune
 
     dropped = prune(s.git, s.git.config_int("lanes.receiptDays", 30), s.clock())   # SPEC §8.7 v4

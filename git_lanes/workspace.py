@@ -10,7 +10,7 @@ import shlex
 import shutil
 from typing import TYPE_CHECKING
 
-from .checks import CheckResult, child_env, last_lines, run_command, status_text
+from .checks import CheckResult, child_env, run_command, status_text
 from .crash import crash_point
 from .errors import LanesError, refused, usage
 from .gitio import GitError, LaneBranch, RefRaceError, branch_ref
@@ -57,10 +57,21 @@ def setup_command(s: "Session") -> str | None:
 
 
 # what checks commonly need and Git ignores: a lane starts without them (SPEC §6 v3: committed files only)
-ENVIRONMENTS = {"node_modules": "git config lanes.setupCommand 'npm ci'",
-                ".venv": "git config lanes.setupCommand 'sh scripts/make-venv.sh', a script you commit",
-                "venv": "git config lanes.setupCommand 'sh scripts/make-venv.sh', a script you commit",
-                ".env": "git config --add lanes.copy .env"}
+ENVIRONMENTS = {"node_modules": None, ".venv": None, "venv": None, ".env": "git config --add lanes.copy .env"}
+
+
+def setup_hint(worktree: str, found: str) -> str:
+    """A `lanes.setupCommand` that fits the repository's files (SPEC §17.1 v4): `npm ci` only with a
+    `package-lock.json`, else `npm install`; `uv sync --frozen` with a `uv.lock`; else a `.venv` made with
+    `pip install -e .` (wrapped in `sh -c`: a setup command runs without a shell)."""
+    has = lambda name: os.path.exists(os.path.join(worktree, name))   # noqa: E731
+    if found == "node_modules":
+        return "git config lanes.setupCommand " + ("'npm ci'" if has("package-lock.json") else "'npm install'")
+    if found in (".venv", "venv"):
+        if has("uv.lock"):
+            return "git config lanes.setupCommand 'uv sync --frozen'"
+        return ("git config lanes.setupCommand \"sh -c 'python3 -m venv .venv && .venv/bin/pip install -e .'\"")
+    return ENVIRONMENTS[found] or ""
 
 
 def environment_gap(s: "Session", worktree: str) -> str | None:
@@ -76,22 +87,64 @@ def environment_gap(s: "Session", worktree: str) -> str | None:
     names = ", ".join(name + ("/" if os.path.isdir(os.path.join(worktree, name)) else "") for name in found)
     it = "it" if len(found) == 1 else "them"
     return (f"{names}: ignored by Git, so no lane has {it} (a lane starts with the committed files); checks that "
-            f"need {it} fail in every lane. Set lanes.setupCommand or lanes.copy, e.g. {ENVIRONMENTS[found[0]]}")
+            f"need {it} fail in every lane. Set lanes.setupCommand or lanes.copy, e.g. {setup_hint(worktree, found[0])}")
+
+
+def log_base(s: "Session") -> str:
+    """`lanes.logDir` (a relative one from the Git common dir, the same from every worktree and in none
+    of them) or the user log folder."""
+    configured = s.git.config_get("lanes.logDir")
+    if not configured:
+        from platformdirs import user_log_dir
+
+        return os.path.abspath(user_log_dir("git-lanes", appauthor=False))
+    return os.path.abspath(os.path.join(s.git.common_dir, os.path.expanduser(configured)))
+
+
+def setup_log_path(s: "Session", batch_id: str, task_id: str) -> str:
+    """`<log dir>/<task>-setup-<n>.log` (SPEC §17.1 v4), `n` one more than the last one there."""
+    folder = os.path.join(log_base(s), repo_id(s), batch_id)
+    name = task_id or "scratch"
+    try:
+        taken = [f for f in os.listdir(folder) if f.startswith(f"{name}-setup-") and f.endswith(".log")]
+    except OSError:
+        taken = []
+    numbers = [int(f[len(name) + 7:-4]) for f in taken if f[len(name) + 7:-4].isdigit()]
+    return os.path.join(folder, f"{name}-setup-{max(numbers, default=0) + 1}.log")
 
 
 def run_setup(s: "Session", path: str, *, slug: str, batch_id: str, task_id: str) -> CheckResult | None:
-    """`lanes.setupCommand` in a new worktree (None when there is none)."""
+    """`lanes.setupCommand` in a new worktree (None when there is none); its whole output (plain, redacted)
+    goes to `setup_log_path`, which the result names (`.log`)."""
     cmd = setup_command(s)
     if cmd is None:
         return None
     env = child_env(os.environ, s.git.local_env_vars, slug=slug, batch=batch_id, task=task_id)
-    return run_command("setup", cmd, cwd=path, env=env, timeout=SETUP_TIMEOUT)
+    from .setups import SetupResult, run_whole, setup_lines
+
+    result, text = run_whole(cmd, path, env, SETUP_TIMEOUT)
+    log = setup_log_path(s, batch_id, task_id)
+    try:
+        os.makedirs(os.path.dirname(log), exist_ok=True)
+        with open(log, "w", encoding="utf-8", errors="replace") as fh:
+            fh.write(f"$ {cmd}\n{text}" + ("" if text.endswith("\n") or not text else "\n")
+                     + f"[{status_text(result.to_json())}]\n")
+    except OSError:
+        log = ""
+    logged = SetupResult(*result)
+    logged.log, logged.quoted = log, setup_lines(text)
+    return logged
 
 
 def setup_failure(result: CheckResult) -> str:
-    """`<exit status>: <its last 5 non-empty output lines>` (" | "-separated, one line) of a failed setup:
-    the same text as the scratch worktree's `batch_integration_setup_failed`."""
-    return f"{status_text(result.to_json())}: " + (last_lines(result.output_tail) or "(no output)")
+    """`<exit status>: <the telling lines>; whole output: <log>` of a failed setup: the same text as the
+    scratch worktree's `batch_integration_setup_failed`."""
+    log = getattr(result, "log", "")
+    from .setups import setup_lines
+
+    quoted = getattr(result, "quoted", "") or setup_lines(result.output_tail)
+    return f"{status_text(result.to_json())}: " + (quoted or "(no output)") \
+        + (f"; whole output: {log}" if log else "")
 
 
 def copy_ignored(s: "Session", source: str, target: str, *, missing_only: bool = False) -> list[str]:

@@ -356,7 +356,7 @@ def test_sessions_that_deliver_nothing_twice_give_the_lane_up(tmp_path, executor
     trace = tmp_path / "trace.txt"
     proc = run(root, "drv", executor, env={"EXEC_NOTHING": "idle", "EXEC_TRACE": str(trace)})
     assert proc.returncode == 1
-    assert "delivered nothing" in proc.stdout
+    assert "crashed: executor exited 3; log " in proc.stdout   # SPEC §17.1 v4: no done run for it
     (child,) = status(root, "drv")["children"]
     assert child["state"] == "needs_human"
     assert child["reason"].startswith("batch_lane_stopped: 2 executor sessions in a row ended without a delivery")
@@ -460,5 +460,7 @@ def test_a_setup_failing_while_the_scratch_is_made_ready_parks_the_child_when_it
     proc = run(root, "drv", executor)   # however the session and the preparation interleave
     assert proc.returncode == 1
     [child] = status(root, "drv")["children"]
-    assert child["reason"] == "batch_integration_setup_failed: exit 4: pip: no matching distribution"
+    quoted, _, log = child["reason"].partition("; whole output: ")   # SPEC §17.1 v4: and the whole output's log
+    assert quoted == "batch_integration_setup_failed: exit 4: pip: no matching distribution"
+    assert log.endswith(".log") and "pip: no matching distribution" in open(log).read()
     assert setup_log.read_text().splitlines() == ["scratch", "scratch"]   # made ready, then verified

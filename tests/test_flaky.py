@@ -128,7 +128,7 @@ def test_a_missing_program_and_flake_retries_zero_are_not_retried(repo):
     assert [r["exit_code"] for r in doc["results"]] == [2, 127]
     assert all("attempts" not in r and "flaky" not in r for r in doc["results"])
     git(repo, "config", "lanes.flakeRetries", "2")
-    done(lane)
+    done(lane, "--retry")   # the same tree (SPEC §17.6: nothing_changed)
     assert count(repo, "x") == 4                           # a real failure: 1 + 2 retries, still failed
 
 
@@ -141,10 +141,10 @@ def test_done_fail_fast_stops_at_the_first_failing_check(repo):
     code, doc, err = done(lane, "--fail-fast")
     assert code == 1 and [r["id"] for r in doc["results"]] == ["A1"] and count(repo, "s") == 0
     assert "qa_failed: A1" in err
-    code, doc, _ = done(lane)                               # default: every check runs
+    code, doc, _ = done(lane, "--retry")                         # default: every check runs
     assert [r["id"] for r in doc["results"]] == ["A1", "A2"] and count(repo, "s") == 1
     git(repo, "config", "lanes.failFast", "true")
-    code, doc, _ = done(lane)
+    code, doc, _ = done(lane, "--retry")
     assert [r["id"] for r in doc["results"]] == ["A1"] and count(repo, "s") == 1
 
 

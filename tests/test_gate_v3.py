@@ -177,7 +177,9 @@ def test_a_failing_setup_in_the_scratch_parks_the_child(repo):
     code, report = lanes_json(repo, "tick")
     a = child(report, "a")
     assert a["state"] == "needs_human"
-    assert a["reason"] == "batch_integration_setup_failed: exit 3: resolving deps | npm ERR! missing: bundt"
+    quoted, _, log = a["reason"].partition("; whole output: ")   # SPEC §17.1 v4: the cause first, then the last
+    assert quoted == "batch_integration_setup_failed: exit 3: npm ERR! missing: bundt | resolving deps"
+    assert log.endswith("/scratch-setup-1.log")
     assert git(repo, "rev-parse", "imm/demo") == git(repo, "rev-parse", "main")
     assert "/lanes/scratch/" not in git(repo, "worktree", "list", "--porcelain")   # not kept half set up
     git(repo, "config", "lanes.setupCommand", f"{PY} {good}")

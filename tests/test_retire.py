@@ -54,13 +54,15 @@ def test_retire_release_stale_and_start_continue_the_branch(repo):
 
     report = ok(repo, "retire", "demo", "--yes")
     assert report["batch_state"] == "superseded"
-    # nothing else changed: the children, the lanes, the branches, every other ref
+    # the children and the other lanes unchanged; the parked lane b archived and removed in the same write
+    # (SPEC §17.6 v4), its tip kept reachable from the record
     after = json.loads(git(repo, "show", f"{STATE_REF}:batch.json"))
     assert {k: v for k, v in after.items() if k not in ("batch_state", "updated_at")} == \
         {k: v for k, v in stored.items() if k not in ("batch_state", "updated_at")}
     assert git(repo, "ls-tree", "-r", f"{STATE_REF}^{{tree}}", "children") == children_before
-    assert other_refs(repo) == refs_before
-    assert la.is_dir() and lb.is_dir()
+    assert other_refs(repo) == [r for r in refs_before if not r.startswith("refs/heads/imm-lane/demo/b ")]
+    assert la.is_dir() and not lb.exists()
+    assert reachable_from(repo, b_tip, STATE_REF)
     # the retired batch is terminal: a tick only reports
     assert ok(repo, "tick")["reason"] == "terminal state already reached: superseded"
 
@@ -68,7 +70,7 @@ def test_retire_release_stale_and_start_continue_the_branch(repo):
     code, doc, err = cli(repo, "start", "demo", "--yes")
     assert code == 1 and "stale_lanes" in err and "hint: git lanes release --stale demo" in err
     released = ok(repo, "release", "--stale", "demo")
-    assert sorted(r["task_id"] for r in released["released"]) == ["a", "b"]
+    assert sorted(r["task_id"] for r in released["released"]) == ["a"]   # b went with retire
     assert git(repo, "for-each-ref", "refs/heads/imm-lane/") == ""
     assert reachable_from(repo, b_tip, STATE_REF)             # never-integrated work stays reachable
 

@@ -105,7 +105,7 @@ def test_show_prints_values_a_person_reads_and_the_gate_results(running):
         tx.write("test: gate results")
     text = gl(running, "show", "b", "--slug", "demo").stdout
     assert "failed on the integration candidate:" in text
-    assert "FAIL b:A1: python3 -m pytest" in text and "E   assert 'x' == 'y'" in text
+    assert "FAIL b:A1 (exit 1): python3 -m pytest" in text and "E   assert 'x' == 'y'" in text
     shown = json.loads(gl(running, "show", "b", "--slug", "demo", "--json").stdout)
     assert shown["child"]["gate_results"][0]["id"] == "b:A1"
 

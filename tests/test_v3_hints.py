@@ -13,8 +13,10 @@ from flow import child_of, cli, done, exists, intent, ok, provision, start, writ
 
 
 def paste(cwd: Path, command: str, message: str = "make out.txt exist") -> subprocess.CompletedProcess:
-    """Run a hint as a person pastes it into a shell, with the message filled in."""
-    argv = [message if word == "…" else word for word in shlex.split(command)]
+    """Run a hint as a person pastes it into a shell, with the message (and the file it names) filled in."""
+    text_file = cwd.parent / "hint-message.txt"
+    text_file.write_text(message)
+    argv = [str(text_file) if word == "<file>" else word for word in shlex.split(command)]
     assert argv[:2] == ["git", "lanes"], command
     return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, input="")
 
@@ -29,7 +31,7 @@ def test_the_correction_hint_works_when_pasted_and_is_reported_as_a_correction(r
     lane = provision(repo, "a")
     assert done(lane, {"src/a/wrong.txt": "x\n"})["passed"] is False
     report = ok(repo, "tick")
-    hint = ("git lanes instruct a --kind correction --session-state idle --message '…' --slug demo")
+    hint = ("git lanes instruct a --kind correction --session-state idle --file <file> --slug demo")
     assert hint in report["next_action"]
     assert "git lanes show a --slug demo" in report["next_action"]
     proc = paste(repo, hint)

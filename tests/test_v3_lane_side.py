@@ -74,8 +74,8 @@ def test_a_failing_check_names_its_id_status_and_last_line(repo):
     assert proc.stderr.strip() == "error: qa_failed: A2"
     assert "FAIL A2 (exit 3): " in proc.stdout and "assert 1 == 2: the answer" in proc.stdout
     assert "ok   A1: " in proc.stdout
-    # --json: the document on stdout, the same error on stderr
-    code, doc, err = cli(lane, "done")
+    # --json: the document on stdout, the same error on stderr (--retry: the same tree again, SPEC §17.6 v4)
+    code, doc, err = cli(lane, "done", "--retry")
     assert code == 1 and doc["passed"] is False and err.strip() == "error: qa_failed: A2"
 
 
@@ -196,8 +196,11 @@ def test_a_failing_setup_fails_the_provision_and_leaves_nothing(repo, tmp_path, 
     git(repo, "config", "lanes.setupCommand", f"{sys.executable} {script}")
     proc = human(repo, "provision", "a")
     assert proc.returncode == 1
-    assert proc.stderr.strip() == ("error: batch_lane_setup_failed: exit 4: step 4 | step 5 | step 6 | step 7 | "
-                                   "npm ERR! missing lockfile")
+    # SPEC §17.1 v4: the first lines naming an error, then the last three; the whole output in a log
+    quoted, _, log = proc.stderr.strip().partition("; whole output: ")
+    assert quoted.startswith("error: batch_lane_setup_failed: exit 4: npm ERR! missing lockfile | ")
+    assert quoted.endswith(" | step 6 | step 7")   # (stderr and stdout may interleave either way)
+    assert log.endswith("/a-setup-1.log") and "step 0" in Path(log).read_text()
     assert "imm-lane/demo/a" not in git(repo, "branch", "--list", "imm-lane/*")
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     lanes_root = hermetic / ".local" / "share" / "git-lanes"

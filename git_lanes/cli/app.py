@@ -18,7 +18,7 @@ EXIT_DOC = "Exit codes: 0 done, 1 refusal or negative result, 2 usage or invalid
 # The order `git lanes -h` and the man page list the commands in.
 ORDER = ("plan", "start", "tick", "status", "show", "diff", "log", "task", "done", "inbox", "instruct", "review",
          "revise", "integrate", "verify", "resume", "retire", "provision", "release", "audit", "run", "demo", "push",
-         "pull", "join", "work", "watch", "report", "stats", "contracts", "schema", "completion", "aliases")
+         "pull", "join", "work", "watch", "report", "stats", "contracts", "schema", "completion", "aliases", "help")
 
 
 class LanesCommand(click.Command):

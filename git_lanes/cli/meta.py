@@ -52,3 +52,27 @@ def aliases_cmd(install, uninstall) -> None:
 
     for line in aliases(session(), action):
         render.say(line)
+
+
+@cli.command("help")
+@click.argument("command", required=False)
+def help_cmd(command) -> None:
+    """Show the help of COMMAND (of git lanes without one): the man page on a terminal, as git help does."""
+    import sys
+
+    from ..errors import usage
+
+    ctx = click.get_current_context()
+    group = ctx.parent.command if ctx.parent is not None else cli
+    target = group.get_command(ctx, command) if command else None
+    if command and target is None:
+        raise usage(f"no such command: {command} (git lanes help lists them)")
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        from ..helpdoc import open_manual
+
+        if open_manual():
+            return
+    if target is None:
+        click.echo(group.get_help(ctx.parent or ctx))
+        return
+    click.echo(target.get_help(click.Context(target, info_name=command, parent=ctx.parent)))

@@ -200,7 +200,7 @@ def show(doc: dict) -> None:
         say("  tracker issue: closed")
     lane = c.get("lane")
     if lane:
-        say(f"  lane: {lane['path'] or remote_where(c)}")
+        say(f"  lane: {lane['path'] or remote_where(c)}" + (" (removed)" if doc.get("lane_removed") else ""))
         say(f"    branch {lane['branch']}, base {lane['base_head'][:12]}, run {lane['run_id']}")
         if lane.get("lane_commit"):
             say(f"    lane commit {lane['lane_commit'][:12]}")
@@ -208,11 +208,7 @@ def show(doc: dict) -> None:
             say(f"    executor commits: {', '.join(x[:12] for x in lane['executor_commits'])}")
     if c.get("gate_results"):
         say("  failed on the integration candidate:")
-        for r in c["gate_results"]:
-            say(f"    {'ok  ' if r['passed'] else 'FAIL'} {r['id']}: {r['command']}")
-            if not r["passed"]:
-                for line in r["output_tail"].rstrip().splitlines()[-20:]:
-                    say(f"        {line}")
+        _failing(c["gate_results"], everything=True)
     if doc.get("lane_record_error"):
         say(f"  lane record: unreadable ({doc['lane_record_error']})")
     lr = doc.get("lane_record")
@@ -220,13 +216,37 @@ def show(doc: dict) -> None:
         say(f"  lane record: revision {lr['record_revision']}, {len(lr['qa_attempts'])} attempt(s), "
             f"{lr.get('inbox_read', 0)} inbox item(s) read")
         for a in lr["qa_attempts"]:
-            failed = [failure_line(r) for r in a["results"] if not r["passed"]]
+            failed = [failure_line(r, telling=True) for r in a["results"] if not r["passed"]]
             why = "; ".join(([a["note"]] if a.get("note") else []) + failed)
             flaky = [r["id"] for r in a["results"] if r.get("flaky")]
             say(f"    {a['at']} {'passed' if a['passed'] else 'failed'}, tree {a['tree'][:12]}"
                 + (f": {why}" if why else "") + (f" (flaky: {', '.join(flaky)})" if flaky else ""))
+        last = next((a for a in reversed(lr["qa_attempts"]) if not a["passed"]), None)
+        if last is not None:
+            say(f"  last failed attempt ({last['at']}, tree {last['tree'][:12]}):")
+            if last.get("note"):
+                say(f"    {last['note']}")
+            _failing(last["results"])
         if lr.get("gave_up"):
             say(f"  gave up at {lr['gave_up']['at']}: {lr['gave_up']['text']}")
+    for item in doc.get("inbox", []):
+        say(f"  {item['kind']} sent {item['at']} ({'read' if item['read'] else 'unread'}):")
+        for line in item["text"].rstrip().splitlines() or [""]:
+            say(f"    | {line}")
+
+
+def _failing(results: list[dict], everything: bool = False) -> None:
+    """Each failing result (every result with `everything`) with its status, command and whole output tail."""
+    from ..checks import status_text
+
+    for r in results:
+        if r["passed"]:
+            if everything:
+                say(f"    ok   {r['id']}: {r['command']}")
+            continue
+        say(f"    FAIL {r['id']} ({status_text(r)}): {r['command']}")
+        for line in (r.get("output_tail") or "").rstrip().splitlines():
+            say(f"        {line}")
 
 
 def check_results(results: list[dict], limit: int | None = None) -> None:
@@ -287,12 +307,12 @@ def run_summary(report: dict, facts: dict) -> None:
     for c in report["children"]:
         if c.get("reason") and c["state"] in ("needs_human", "skipped_blocked"):
             say(f"{c['task_id']}: {c['reason']}")
-    if facts.get("log") is not None:
+    if facts.get("log"):   # never an empty section (SPEC §17.1 v4)
         base = facts.get("base")
         say(f"\n$ git log --oneline {facts['branch']}" + (f" ^{base[:12]}" if base else ""))
-        if facts["log"]:
-            say(facts["log"])
-    say(f"\nexecutor logs: {facts['log_dir']}")
+        say(facts["log"])
+    if facts.get("log_dir"):   # only a folder that exists
+        say(f"\nexecutor logs: {facts['log_dir']}")
     steps = facts.get("next") or []
     if steps:
         say("\nnext:")
@@ -311,6 +331,10 @@ def released(doc: dict) -> None:
         what.append(f"branch {item['branch']} " + ("kept" if item.get("branch_kept") else "deleted"))
         if item.get("snapshot"):
             what.append(f"uncommitted work kept as {item['snapshot'][:12]}")
+        if item.get("archived"):   # SPEC §17.1 v4: each archive commit, in full
+            what.append(f"archived as {item['archived']}")
+        if item.get("ignored"):
+            what.append("ignored files not kept: " + ", ".join(item["ignored"]))
         say(" (".join([what[0], "; ".join(what[1:])]) + ")")
     for path in doc.get("scratch", []):
         say(f"removed scratch worktree {path}")

@@ -16,19 +16,32 @@ from .options import json_option, session, slug_option, task_arg
 @slug_option
 @click.option("--message", "-m", default=None, help="The text.")
 @click.option("--file", "file", type=click.File("rb"), default=None, help="Read the text from F ('-': standard input).")
+@click.option("--edit", "edit", is_flag=True,
+              help="Write the text in Git's editor (git var GIT_EDITOR), on a template quoting the failing checks.")
 @click.option("--kind", type=click.Choice(["instruction", "correction"]), default="instruction", show_default=True)
 @click.option("--session-state", type=click.Choice(["idle", "working", "blocked", "done"]), required=True,
               help="The lane session's state as you observed it.")
 @json_option
-def instruct_cmd(task, slug, message, file, kind, session_state, as_json) -> None:
+def instruct_cmd(task, slug, message, file, edit, kind, session_state, as_json) -> None:
     """Send an instruction or correction to an idle lane session (a tick carrying it)."""
     from ..decisions.instruction import parse_instruction
     from ..errors import usage
     from ..tick import Request, run_tick
 
-    if (message is None) == (file is None):
-        raise usage("give exactly one of --message and --file")
-    if message is None:
+    if sum(x is not None and x is not False for x in (message, file, edit)) != 1:
+        raise usage("give exactly one of --message, --file and --edit")
+    s = None
+    if edit:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            raise usage("--edit needs a terminal; write the text to a file and pass --file FILE")
+        from ..compose import edit_text
+        from ..ids import check_id
+
+        check_id(task, "task id")
+        s = session()
+        slug = s.choose_slug(slug)
+        text = edit_text(s, slug, task, kind)
+    elif message is None:
         try:
             text = file.read().decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -36,9 +49,9 @@ def instruct_cmd(task, slug, message, file, kind, session_state, as_json) -> Non
     else:
         text = message
     req = parse_instruction({"task_id": task, "kind": kind, "text": text, "session_state": session_state},
-                            {"text": "--message" if file is None else f"--file {file.name}", "kind": "--kind",
-                             "session_state": "--session-state"})
-    s = session()
+                            {"text": "--edit" if edit else "--message" if file is None else f"--file {file.name}",
+                             "kind": "--kind", "session_state": "--session-state"})
+    s = s or session()
     render.outcome(run_tick(s, s.choose_slug(slug), Request(instruction=req, actor="instruct")), as_json)
 
 
@@ -60,6 +73,11 @@ def review_cmd(task, slug, approve, reject, message, as_json) -> None:
         raise usage("--approve and --reject are mutually exclusive")
     if not (approve or reject):
         raise usage("give --approve or --reject")
+    if message is not None:
+        from ..decisions.instruction import is_placeholder
+
+        if is_placeholder(message):
+            raise usage(f"--message: {message.strip()!r} is a placeholder, not a reason; write the text")
     verdict = "approve" if approve else "reject"
     check_id(task, "task id")
     s = session()

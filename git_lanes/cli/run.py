@@ -20,9 +20,10 @@ from .options import PATH, confirm_fn, json_option, required_slug, session, star
                                              "(they run 'git lanes work'); no local executor.")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True,
               help="With --remote: seconds between pull, tick, push rounds.")
+@click.option("--new", "new", is_flag=True, help="Start a new batch even when the last one completed this plan.")
 @start_options
 @json_option
-def run_cmd(slug, executor, corrector, remote, interval, as_json, yes, **kw) -> None:
+def run_cmd(slug, executor, corrector, remote, interval, new, as_json, yes, **kw) -> None:
     """Drive a batch unattended: provision, run executors, tick, correct, release."""
     from ..errors import usage
     from ..run import run
@@ -38,7 +39,7 @@ def run_cmd(slug, executor, corrector, remote, interval, as_json, yes, **kw) -> 
     if executor is None:
         raise usage("Missing option '--executor' (or --remote to coordinate 'git lanes work' machines)")
     result = run(session(), slug, executor=executor, corrector=corrector, opts=start_opts(yes=yes, **kw),
-                 confirm=confirm_fn(yes), as_json=as_json, out=render.say)
+                 confirm=confirm_fn(yes), as_json=as_json, out=render.say, new=new)
     render.run_result(result, as_json)
 
 

@@ -13,6 +13,21 @@ KINDS = ("instruction", "correction")
 SESSION_STATES = ("idle", "working", "blocked", "done")
 
 
+# what a hint used to leave for the caller to fill in (SPEC §17.1 v4): never sent as a real text
+_PLACEHOLDERS = {"…", "...", "…."}
+
+
+def is_placeholder(text: str) -> bool:
+    """True for a text that is blank or only a placeholder (`…`, `...`, `<…>`, `<text>`, any `<...>`)."""
+    core = text.strip()
+    while len(core) >= 2 and core[0] == core[-1] and core[0] in "'\"`":
+        core = core[1:-1].strip()
+    if not core or core in _PLACEHOLDERS:
+        return True
+    return core.startswith("<") and core.endswith(">") and "<" not in core[1:-1] and ">" not in core[1:-1] \
+        and "\n" not in core
+
+
 @dataclass(frozen=True)
 class InstructionRequest:
     task_id: str
@@ -43,6 +58,9 @@ def parse_instruction(value: Any, names: dict[str, str] | None = None) -> Instru
     if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
         raise usage(f"{field('text')}: must be 1 to {MAX_TEXT} characters, not blank")
     require_utf8(text, field("text"))
+    if is_placeholder(text):
+        raise usage(f"{field('text')}: {text.strip()!r} is a placeholder, not a message; write the text "
+                    "(--file FILE, or --edit on a terminal)")
     state = value.get("session_state")
     if state not in SESSION_STATES:
         raise usage(f"{field('session_state')}: must be idle, working, blocked or done")

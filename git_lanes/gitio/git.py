@@ -108,6 +108,17 @@ class Git:
         """Stdout of a successful git call as text, without the trailing newline."""
         return self.run(*args, cwd=cwd, input=input).stdout.decode("utf-8", "surrogateescape").rstrip("\n")
 
+    def edit(self, path: str) -> int:
+        """Open `path` in the editor `git var GIT_EDITOR` names, on the user's terminal, as `git commit`
+        does (the editor string is run by the shell, the file as its argument); the editor's exit code."""
+        from .process import attached
+
+        editor = self.out("var", "GIT_EDITOR")
+        if editor.strip() == ":":
+            return 0
+        env = scrubbed_env(self._environ, self.local_env_vars)   # the user's terminal settings, as for a pager
+        return attached(["sh", "-c", f'{editor} "$@"', editor, path], self.toplevel or self.git_dir, env)
+
     def version(self) -> tuple[int, int]:
         parts = self.out("version").split()[2].split(".")   # "git version 2.39.5"
         return int(parts[0]), int(parts[1])

@@ -47,7 +47,7 @@ def _lane_branches(s: Session, slug: str) -> list[LaneBranch]:
 
 def _release_lost(s: Session, rec, remote: str) -> dict[str, Any]:
     from ..snapshot import snapshot_tree
-    from ..steward import SNAPSHOT_IDENT
+    from ..snapshot import SNAPSHOT_IDENT
     from ..workspace import remove_lane
 
     mine = clone_id(s.git)

@@ -23,7 +23,7 @@ from ..procs import kill_all, stopping
 from ..session import Session
 from ..store import run_lock
 from ..tick import status_report
-from ..workspace import repo_id, setup_command
+from ..workspace import log_base, repo_id, setup_command
 from .loop import TERMINAL, Driver, Stop
 from .sessions import logged_sessions
 
@@ -119,23 +119,12 @@ def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver 
         log = s.git.odb.log_oneline(f"{base}..{branch.name}" if base else branch.name).rstrip("\n")
     steps = next_steps(s, slug, snap.record, executor, again) if mine else []
     return {"reason": stored or report.get("reason"), "rows": rows, "branch": branch.name, "base": base,
-            "log": log, "log_dir": logs, "next": steps}
+            "log": log or None, "log_dir": logs if logs and os.path.isdir(logs) else None, "next": steps}
 
 
 def log_dir(s: Session, batch_id: str) -> str:
     """Where the session logs of a batch go: `log_base`, then `<repo id>/<batch id>`."""
     return os.path.join(log_base(s), repo_id(s), batch_id)
-
-
-def log_base(s: Session) -> str:
-    """`lanes.logDir` (a relative one from the Git common dir, the same from every worktree and in none
-    of them) or the user log folder."""
-    configured = s.git.config_get("lanes.logDir")
-    if not configured:
-        from platformdirs import user_log_dir
-
-        return os.path.abspath(user_log_dir("git-lanes", appauthor=False))
-    return os.path.abspath(os.path.join(s.git.common_dir, os.path.expanduser(configured)))
 
 
 def check_log_base(s: Session) -> None:
@@ -171,7 +160,7 @@ def _release_finished(s: Session, slug: str, say: Callable[[str], None]) -> None
 
 def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, opts=None,
         confirm: Callable[[str], bool] | None = None, as_json: bool = False,
-        out: Callable[[str], None] = print) -> RunResult:
+        out: Callable[[str], None] = print, new: bool = False) -> RunResult:
     """Drive the batch of `slug` to its end; exit 0 only for `completed` with final verification passed."""
     from ..start import StartOptions
 
@@ -186,19 +175,30 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
     check_log_base(s)  # so is a lanes.logDir that the logs would make dirty
     held = run_lock(s.git, slug)   # one driver per slug (one session per lane): a second run refuses at once
     try:
-        return _run(s, slug, executor, corrector, argv, corrector_argv, opts or StartOptions(), confirm, as_json, out)
+        return _run(s, slug, executor, corrector, argv, corrector_argv, opts or StartOptions(), confirm, as_json, out,
+                    new)
     finally:
         held.release()
 
 
 def _run(s: Session, slug: str, executor: str, corrector: str | None, argv: list[str],
          corrector_argv: list[str] | None, opts, confirm: Callable[[str], bool] | None, as_json: bool,
-         out: Callable[[str], None]) -> RunResult:
+         out: Callable[[str], None], new: bool = False) -> RunResult:
     from ..start import start
 
     again = f"git lanes run {slug} --executor {shlex.quote(executor)}" \
         + (f" --corrector {shlex.quote(corrector)}" if corrector is not None else "")
     snap = s.batches.read(slug)
+    if snap is not None and snap.record.batch_state == "completed" and not new and _same_plan(s, slug, snap.record):
+        # SPEC §17.6 v4: that batch is done; its summary and landing step, starting nothing
+        record = snap.record
+        _release_finished(s, slug, out if not as_json else s.warn)
+        (s.warn if as_json else out)(f"batch {record.batch_id} already completed this plan; nothing to start "
+                                     f"(git lanes run {slug} --new --executor {shlex.quote(executor)} starts a "
+                                     "new batch)")
+        report = status_report(s, slug)
+        return ending(report, summary_facts(s, slug, report, None, log_dir(s, record.batch_id), again=again),
+                      False, None, again)
     if snap is None or snap.record.terminal:
         if snap is not None:
             _release_finished(s, slug, out if not as_json else s.warn)
@@ -238,6 +238,15 @@ def _run(s: Session, slug: str, executor: str, corrector: str | None, argv: list
     driver.progress.close()
     return ending(final, summary_facts(coord, slug, final, driver, logs, again=again), interrupted,
                   driver.stop_reason, again)
+
+
+def _same_plan(s: Session, slug: str, record) -> bool:
+    """Whether the plan at the coordinator's HEAD is the one the batch ran (its resealed `plan_digest`)."""
+    head = s.git.rev_parse("HEAD")
+    try:
+        return head is not None and s.plan_at(head, slug).digest == record.plan_digest
+    except LanesError:
+        return False
 
 
 def drop_scratch(coord: Session, final: dict[str, Any], event: Callable[[str], None]) -> None:

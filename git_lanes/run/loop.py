@@ -24,7 +24,7 @@ from ..procs import CtrlC, kill_all
 from ..session import Session
 from ..tick import Pending, Request, hold_landing, tick, verify
 from .corrections import Correcting
-from .progress import Progress, Track, child_rows
+from .progress import Progress, Track, child_rows, stalled
 from .provisions import PROVISION_TRIES, Provisioning, Stop
 from .sessions import Sess, Sessions
 from .spares import Spares
@@ -33,22 +33,6 @@ EMPTY_SESSIONS = 2     # sessions in a row without a delivery before the driver 
 IDLE_SESSIONS = 3      # sessions in a row after which the lane asks for the same work again, unchanged
 STALLS = 3             # rounds in a row with nothing running and nothing startable before giving up
 TERMINAL = ("completed", "failed", "budget_stopped", "superseded")
-
-
-def stalled(tr: Track, sess: Sess, report: dict[str, Any]) -> int:
-    """How many sessions of a lane in a row left it where it was: after the tick that observed the
-    session, its child still asks its executor to implement, with no failed attempt counted and no
-    correction due since the last session (a failed attempt is progress: the QA limit bounds those)."""
-    child = next((c for c in report.get("children", []) if c["task_id"] == sess.task_id), None)
-    mark = (child or {}).get("qa_failures", 0), (child or {}).get("corrections", 0)
-    again = child is not None and report.get("batch_state") == "running" and child["state"] == "enrolled" \
-        and child.get("next_obligation") == "implement" and not child.get("correction_due")
-    if again and mark == tr.mark and sess.outcome != "interrupted" and not sess.outcome.startswith("error"):
-        tr.idle += 1
-    else:
-        tr.idle = 0
-    tr.mark = mark
-    return tr.idle
 
 
 # states a child never leaves: a report that shows it back before them is older than one already noted
@@ -154,6 +138,11 @@ class Driver(Provisioning, Correcting):
         self.note(report, quiet)
         return report
 
+    @staticmethod
+    def prev_run(c: dict[str, Any]) -> bool:
+        """Whether an earlier run left counters on this child (a continued batch's first report)."""
+        return bool(c.get("qa_failures") or c.get("corrections")) and c["state"] == "enrolled"
+
     def note(self, report: dict[str, Any], quiet: set[str] = frozenset()) -> None:
         """Events for what changed since the last report."""
         self.report = report
@@ -165,7 +154,10 @@ class Driver(Provisioning, Correcting):
             state = c["state"]
             if _RANK.get(state, 0) < _RANK.get(before.get("state"), 0):
                 continue   # a report taken before one already noted (the verifier's, read by the main thread late)
-            if c.get("qa_failures", 0) > before.get("qa_failures", 0):   # before the park it may have caused
+            if not before and self.prev_run(c):   # a batch continued: where it is now, once (not as news)
+                self.progress.event(f"{task}: {state}, QA failures {c.get('qa_failures', 0)}, corrections "
+                                    f"{c.get('corrections', 0)}")
+            elif c.get("qa_failures", 0) > before.get("qa_failures", 0):   # before the park it may have caused
                 self.progress.event(f"{task}: QA failures {c['qa_failures']}")
             if state != before.get("state") and before:
                 if state in ("integrated", "released") and before.get("state") not in ("integrated", "released"):
@@ -298,7 +290,7 @@ class Driver(Provisioning, Correcting):
         if reviews:
             review = f"git lanes review {{t}} --slug {self.slug}"
             return ("waiting for a review verdict on " + ", ".join(reviews) + "; give it with "
-                    + "; ".join(f"{review.format(t=t)} --approve (or {review.format(t=t)} --reject -m '…')"
+                    + "; ".join(f"{review.format(t=t)} --approve (or {review.format(t=t)} --reject -m <reason>)"
                                 for t in reviews) + ", then run again")
         failed = [t for t, tr in self.track.items() if tr.provision_failures]
         if failed:
@@ -349,7 +341,7 @@ class Driver(Provisioning, Correcting):
                 raise Stop(f"the sessions of {sess.task_id} keep failing: {sess.outcome}")
             return
         tr.errors = 0
-        if sess.outcome != "delivered nothing":
+        if not sess.outcome.startswith(("delivered nothing", "crashed")):   # SPEC §17.1 v4: both are empty
             tr.empty = 0
             return
         tr.empty += 1

@@ -7,7 +7,10 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from .sessions import Sess
 
 REDRAW = 0.25   # seconds between redraws of the live progress on a terminal
 
@@ -101,3 +104,19 @@ def flaky_note(task: str, results: list[dict[str, Any]]) -> str:
     """`; flaky: <task>:<id>, …` for the flaky passes among a `done`'s results (SPEC §8.8 v4), else ""."""
     flaky = [f"{task}:{r['id']}" for r in results if r.get("flaky")]
     return "; flaky: " + ", ".join(flaky) if flaky else ""
+
+
+def stalled(tr: Track, sess: "Sess", report: dict[str, Any]) -> int:
+    """How many sessions of a lane in a row left it where it was: after the tick that observed the
+    session, its child still asks its executor to implement, with no failed attempt counted and no
+    correction due since the last session (a failed attempt is progress: the QA limit bounds those)."""
+    child = next((c for c in report.get("children", []) if c["task_id"] == sess.task_id), None)
+    mark = (child or {}).get("qa_failures", 0), (child or {}).get("corrections", 0)
+    again = child is not None and report.get("batch_state") == "running" and child["state"] == "enrolled" \
+        and child.get("next_obligation") == "implement" and not child.get("correction_due")
+    if again and mark == tr.mark and sess.outcome != "interrupted" and not sess.outcome.startswith("error"):
+        tr.idle += 1
+    else:
+        tr.idle = 0
+    tr.mark = mark
+    return tr.idle

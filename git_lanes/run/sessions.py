@@ -50,15 +50,32 @@ class Sess:
     outcome: str = ""          # what happened once it ended (shown, and used to decide what next)
     delivered: bool = False    # an attempt (or a give-up) exists that this session or its `done` made
     earlier: bool = False      # it waited out the executor a killed run left in the lane, and ran none
+    killed: bool = False       # run itself signalled its executor (Ctrl-C, a stop): not a crash
     thread: threading.Thread | None = None
 
 
 def verdict(passed: bool, results: list[dict], note: str | None) -> str:
-    """`passed`, or why an attempt failed: `failed A2 (exit 1): <last output line>[; …]`, or the note."""
+    """`passed`, or why an attempt failed: `failed A2 (exit 1): <its most telling output line>[; …]`, or the
+    note (SPEC §17.1 v4: the last line naming a failure, else the last line)."""
     if passed:
         return "passed"
-    failing = [failure_line(r) for r in results if not r["passed"]]
+    failing = [failure_line(r, telling=True) for r in results if not r["passed"]]
     return "failed " + "; ".join(([note] if note else []) + failing)
+
+
+def _crash(sess: Sess) -> str | None:
+    """How the executor crashed (`executor exited N`, `executor killed by SIGSEGV`), or None: it exited 0,
+    was never started, or run itself signalled it."""
+    code = sess.exit_code
+    if code is None or code == 0 or sess.killed or sess.earlier:
+        return None
+    if code > 0:
+        return f"executor exited {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"executor killed by {name}"
 
 
 def _log_done(path: str, doc: dict) -> None:
@@ -233,6 +250,9 @@ class Sessions:
                 return "ran done: " + verdict(last.passed, results, last.note) + flaky_note(sess.task_id, results)
             if last is not None:   # its `done` passed, then it changed the lane: that delivery is checked now
                 changed = "changed the lane after its done; "
+        crashed = _crash(sess)
+        if crashed and not changed:   # SPEC §17.1 v4: half a task is not delivered; a new session starts
+            return f"crashed: {crashed}; log {sess.log_path}"
         if child.correction_due:
             return "waits for a correction"
         try:
@@ -242,6 +262,8 @@ class Sessions:
                 return "waits for a correction"
             if exc.code == "nothing_to_deliver":
                 return "delivered nothing"
+            if exc.code == "nothing_changed":   # SPEC §17.6 v4: an empty session
+                return "delivered nothing (nothing changed since the last failed attempt)"
             raise
         if doc is None:
             return "interrupted"   # its checks were killed: no attempt recorded
@@ -302,6 +324,7 @@ class Sessions:
         with self.lock:
             for sess in list(self.active.values()):
                 if sess.group is not None and not sess.reaped:
+                    sess.killed = True
                     sess.group.kill(sig)
 
     def wind_down(self) -> None:

@@ -179,12 +179,27 @@ def report(t: TickState, write: bool = True) -> Outcome:
     hand = handoffs(rec, t.views, t.scopes if rec.batch_state == "running" else {}, head, set(commits),
                     schedule=t.schedule)
     reason = t.reason if t.reason is not None else rec.reason
-    doc = build_report(rec, reason=reason, hand=hand, views=t.views, extras=t.extras, commits=commits).to_json()
+    action = _landed(t, rec, head) if rec.batch_state == "completed" else None
+    doc = build_report(rec, reason=reason, hand=hand, views=t.views, extras=t.extras, commits=commits,
+                       action=action).to_json()
     for refusal in (t.extras.lane_instruction or {}, t.extras.lane_revision or {}):
         if refusal.get("accepted") is False:
             code, _, detail = refusal["reason"].partition(": ")
             return Outcome(doc, 1, refused(code, detail))
     return Outcome(doc, 0)
+
+
+def _landed(t: TickState, rec, head: str | None) -> str | None:
+    """`next_action` of a completed batch already landed (its head an ancestor of `base_branch`, SPEC §17.1
+    v4), naming `release --stale` while lanes of it remain; None when it is not landed."""
+    from ..report import landed_action
+
+    base = t.git.refs.resolve(f"refs/heads/{rec.base_branch}") if rec.base_branch else None
+    if head is None or base is None or rec.base_branch == rec.branch or not t.git.is_ancestor(head, base):
+        return None
+    leftovers = any(c.state == "integrated" and c.lane and not c.lane.carried_over and c.lane.path
+                    and t.lanes.presence(c.lane).exists for c in rec.children)
+    return landed_action(rec, leftovers)
 
 
 # -- step 10: tracker closes (outside the lock) -----------------------------------------------------------------

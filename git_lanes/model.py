@@ -1,8 +1,7 @@
-"""The v1 record and report schemas (SPEC §4, §5, §16), with the invariants of §4.
+"""The v1 record and report schemas (SPEC §4, §5, §16), with the invariants of §4 (v4 fields: `model4.py`).
 
-Every write validates the whole record first (`BatchRecord.model_validate` runs the
-invariant checks) and writes nothing if it is invalid.
-"""
+Every write validates the whole record first (`BatchRecord.model_validate` runs the invariant checks) and writes
+nothing if it is invalid."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from .clock import now, parse_time  # noqa: F401 (the record's clock, re-exported)
 from .contracts import BATCH_RECORD, BATCH_REPORT, CONTRACTS, LANE_RECORD, STORE_LAYOUT  # noqa: F401 (re-exported)
 from .ids import id_problem
+from .model4 import ConfirmedBy  # noqa: F401 (v4 fields, re-exported)
 
 
 def _no_plugin_discovery() -> None:
@@ -78,7 +78,7 @@ class _Model(BaseModel):
 # that does not use them is stored (and reported) exactly as before and a v1 reader never meets them;
 # and `tracker_closed`, "only true" (§4): present once the issue is closed, absent before.
 _OPTIONAL_V1 = ("base_branch", "resumed_at", "gate_results", "record_tip", "remote", "claim", "released",
-                "branch_kept", "tracker_closed")
+                "branch_kept", "tracker_closed", "confirmed_by")
 
 
 class _V3Model(_Model):
@@ -220,7 +220,7 @@ class Revision(_Model):
     to_revision: int
     intent_content_hash: str
     intent_text: str
-    actor: Literal["executor", "batch-coordinator", "user"]
+    actor: Literal["executor", "batch-coordinator", "user", "agent"]
     confirmation_ref: str | None = None
 
 
@@ -276,6 +276,7 @@ class BatchRecord(_V3Model):
     base_branch: str | None = None  # (v3) the branch `start` ran from (short name); None when detached
     coordinator: str
     confirmation_time: str
+    confirmed_by: ConfirmedBy | None = None  # (v4) an MCP client's confirmation (SPEC §17.6)
     budget: Budget
     max_parallel: int = Field(ge=1)
     batch_state: BatchState = "running"
@@ -394,8 +395,7 @@ class LaneRecord(_V3Model):
     run_id: str
     record_revision: int = Field(0, ge=0)
     qa_attempts: list[QaAttempt] = []
-    # How many of this lane's interventions (oldest first) have been read.
-    inbox_read: int = Field(0, ge=0)
+    inbox_read: int = Field(0, ge=0)    # how many of this lane's interventions (oldest first) were read
     gave_up: GaveUp | None = None
     claim: Claim | None = None          # a lane of another clone (SPEC §14)
     released: Released | None = None    # that lane was released in its clone (its last revision)

@@ -18,6 +18,7 @@ from .gitio import branch_ref, short_branch
 from .ids import check_id
 from .lanehost import LocalLanes
 from .model import IN_FLIGHT, ArchivedLane, BatchRecord, Child, RevisionDelegation
+from .model4 import ConfirmedBy
 from .session import Session
 from .store import CorruptRecord, Snapshot, lane_lock
 
@@ -252,7 +253,8 @@ def resume(s: Session, slug: str, restart: list[str], delegate: bool | None,
     restart = list(dict.fromkeys(restart))
     tasks = list(dict.fromkeys(tasks))
     plan = plan_resume(s, slug, restart, tasks, delegate is not None)
-    if (not plan.running or delegate is True) and not confirm(resume_text(plan, delegate)):
+    answer = confirm(resume_text(plan, delegate)) if not plan.running or delegate is True else True
+    if not answer:
         raise refused("batch_confirmation_declined", "nothing was written")
     at = s.clock()
     recorded = plan.snap.record.confirmation_time
@@ -265,6 +267,8 @@ def resume(s: Session, slug: str, restart: list[str], delegate: bool | None,
             raise refused("batch_busy", f"the record of {slug} moved while confirming; run resume again")
         before = len(tx.record.archived_lanes)
         apply_resume(s, tx.record, again, delegate, at)
+        if not again.running:   # whose the new confirmation is: an MCP client's says so (SPEC §17.6)
+            tx.record.confirmed_by = ConfirmedBy(**answer) if isinstance(answer, dict) else None
         archived = tx.record.archived_lanes[before:]
         parts = [f"{r.task_id} {r.state}" for r in again.recoveries] + [f"{t} pending" for t in again.unblocked]
         if delegate is not None:

@@ -12,6 +12,7 @@ from .errors import refused, usage
 from .gitio import BatchBranch, LaneBranch, branch_ref, quote_path, short_branch
 from .ids import MAX_FINAL_CHECKS, check_id, final_check_problem, require_utf8
 from .model import CARRIED_OVER, BatchRecord, Budget, Child, IntentIdentity, Lane, RevisionDelegation
+from .model4 import ConfirmedBy
 from .plan import Plan
 from .runtime import runtime_mismatch
 from .session import LANE_PREFIX, Session, batch_branch
@@ -246,9 +247,12 @@ def start(s: Session, slug: str, o: StartOptions, confirm: Callable[[str], bool]
         gap = environment_gap(s, p.coordinator)
         if gap:
             s.warn(gap)
-        if not confirm(confirmation_text(p)):
+        answer = confirm(confirmation_text(p))
+        if not answer:
             raise refused("batch_confirmation_declined", "nothing was written")
         record = build_record(s, p)
+        if isinstance(answer, dict):   # an MCP client's confirmation says whose it was (SPEC §17.6)
+            record.confirmed_by = ConfirmedBy(**answer)
         tx.write(f"batch {record.batch_id} started", record=record, new_line=True, stamp=False)
     crash_point("record-written")
     git = s.git

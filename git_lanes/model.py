@@ -14,7 +14,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from .clock import now, parse_time  # noqa: F401 (the record's clock, re-exported)
 from .contracts import BATCH_RECORD, BATCH_REPORT, CONTRACTS, LANE_RECORD, STORE_LAYOUT  # noqa: F401 (re-exported)
 from .ids import id_problem
-from .model4 import ConfirmedBy  # noqa: F401 (v4 fields, re-exported)
+from .model4 import ConfirmedBy, SessionEntry, Usage, UsageBudget, _Model  # noqa: F401 (v4 fields, re-exported)
 
 
 def _no_plugin_discovery() -> None:
@@ -68,17 +68,11 @@ TaskId = Annotated[str, _valid_id(task=True)]
 Slug = Annotated[str, _valid_id(task=False)]
 
 
-class _Model(BaseModel):
-    # A field this build does not know (written by a newer one) is kept, not refused: SPEC §4 "a v1
-    # reader ignores what it does not know", and nothing is lost when this build rewrites the record.
-    model_config = ConfigDict(extra="allow", validate_assignment=False, populate_by_name=True, defer_build=True)
-
-
 # The optional fields added within contract v1 (SPEC §4, §5, §14 v3): left out while unset, so a record
 # that does not use them is stored (and reported) exactly as before and a v1 reader never meets them;
 # and `tracker_closed`, "only true" (§4): present once the issue is closed, absent before.
 _OPTIONAL_V1 = ("base_branch", "resumed_at", "gate_results", "record_tip", "remote", "claim", "released",
-                "branch_kept", "tracker_closed", "confirmed_by")
+                "branch_kept", "tracker_closed", "confirmed_by", "sessions")
 
 
 class _V3Model(_Model):
@@ -173,7 +167,7 @@ class Child(_V3Model):
             raise ValueError(f"{where}: a {s} child needs its lane commit")
 
 
-class Budget(_Model):
+class Budget(UsageBudget):
     max_children: int = Field(ge=1)
     qa_failure_limit: int = Field(ge=1)
 
@@ -396,6 +390,7 @@ class LaneRecord(_V3Model):
     record_revision: int = Field(0, ge=0)
     qa_attempts: list[QaAttempt] = []
     inbox_read: int = Field(0, ge=0)    # how many of this lane's interventions (oldest first) were read
+    sessions: list[SessionEntry] = []   # (v4) the sessions run/work ran in it (SPEC §17.4)
     gave_up: GaveUp | None = None
     claim: Claim | None = None          # a lane of another clone (SPEC §14)
     released: Released | None = None    # that lane was released in its clone (its last revision)
@@ -428,12 +423,13 @@ class Report(BaseModel):
     adopted_heads: list[dict[str, Any]] = []
     reviews: list[dict[str, Any]] = []
     candidate: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None   # (v4) usage totals, per child and of the batch (SPEC §17.4)
 
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         for key in ("lane_refusals", "tracker_observations", "restores", "final_verification", "interventions",
                     "lane_instruction", "lane_revision", "revisions", "reseals", "adopted_heads", "reviews",
-                    "candidate"):
+                    "candidate", "usage"):
             if not data.get(key):
                 data.pop(key, None)
         return data

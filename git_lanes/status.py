@@ -11,8 +11,14 @@ from .tick import status_report
 
 
 def status(s: Session, slug: str) -> dict[str, Any]:
-    """The report of the latest batch of the slug, whatever its state; never writes."""
-    return status_report(s, slug)
+    """The report of the latest batch of the slug, whatever its state, with its usage totals; never writes."""
+    from .metering import totals
+
+    report = status_report(s, slug)
+    used = totals(s, slug, report)
+    if used:
+        report["usage"] = used
+    return report
 
 
 def show(s: Session, slug: str, task_id: str) -> dict[str, Any]:
@@ -28,6 +34,8 @@ def show(s: Session, slug: str, task_id: str) -> dict[str, Any]:
     except CorruptRecord as exc:
         lane_doc, lane_error = None, exc.detail
     doc: dict[str, Any] = {"batch_id": report["batch_id"], "child": child, "lane_record": lane_doc}
+    if report.get("usage", {}).get("children", {}).get(task_id):
+        doc["usage"] = report["usage"]["children"][task_id]
     if lane_error:
         doc["lane_record_error"] = lane_error
     return doc

@@ -24,6 +24,7 @@ from ..session import Session
 from ..snapshot import still_delivers
 from .occupancy import Busy, Occupancy
 from .prompts import build_prompt, failing_checks
+from .metering import fresh_usage_file, session_ended
 
 if TYPE_CHECKING:
     from .progress import Track
@@ -49,6 +50,7 @@ class Sess:
     outcome: str = ""          # what happened once it ended (shown, and used to decide what next)
     delivered: bool = False    # an attempt (or a give-up) exists that this session or its `done` made
     earlier: bool = False      # it waited out the executor a killed run left in the lane, and ran none
+    usage: dict | None = None  # what the executor reported in its GIT_LANES_USAGE file (SPEC §17.4)
     thread: threading.Thread | None = None
 
 
@@ -150,6 +152,8 @@ class Sessions:
             env = self.env(sess.task_id)
             env["GIT_LANES_PROMPT"] = build_prompt(info, failing_checks(lrec))
             os.makedirs(self.log_dir, exist_ok=True)
+            env["GIT_LANES_USAGE"] = fresh_usage_file(self.log_dir, sess.task_id, sess.n)   # SPEC §17.4
+            started_at = ls.clock()
             with open(sess.log_path, "ab") as log:
                 occ, earlier = self._occupy(ls.git.work.admin_dir(sess.lane_path), log)
                 if occ is None and earlier:
@@ -174,6 +178,7 @@ class Sessions:
                 with self.lock:
                     sess.exit_code = sess.group.reap()   # whatever the executor left running in its group goes
                     sess.reaped = True
+                sess.usage = session_ended(ls, env["GIT_LANES_USAGE"], sess.n, started_at, sess.exit_code)
             if self.interrupted.is_set():
                 sess.outcome = "interrupted"
                 return

@@ -151,3 +151,53 @@ def cost_text(used: dict[str, Any] | None) -> str:
     if tokens:
         parts.append(f"{int(tokens)} tokens")
     return ", ".join(parts)
+
+
+# -- budgets (SPEC §17.4, §17.6) --------------------------------------------------------------------------
+
+def budget_reached(record: Any, used: dict[str, Any] | None) -> str | None:
+    """`budget_reached: <kind> <total> of <budget>` once the batch's usage reached one of its budgets."""
+    budget = record.budget
+    used = used or {}
+    cost = used.get("cost_usd", 0)
+    tokens = (used.get("input_tokens") or 0) + (used.get("output_tokens") or 0)
+    if budget.max_cost_usd is not None and cost >= budget.max_cost_usd:
+        return f"budget_reached: cost_usd {cost:g} of {budget.max_cost_usd:g}"
+    if budget.max_tokens is not None and tokens >= budget.max_tokens:
+        return f"budget_reached: tokens {tokens:g} of {budget.max_tokens}"
+    return None
+
+
+def over_budget(s: "Session", slug: str, batch_id: str) -> str | None:
+    """Whether the batch `batch_id` reached a budget (from its record and its lanes' records); its reason."""
+    from .tick import status_report
+
+    snap = s.batches.read(slug)
+    if snap is None or snap.record.batch_id != batch_id or \
+            (snap.record.budget.max_cost_usd is None and snap.record.budget.max_tokens is None):
+        return None
+    return budget_reached(snap.record, totals(s, slug, status_report(s, slug)))
+
+
+def stop_for_budget(s: "Session", slug: str, batch_id: str, reason: str, actor: str = "run") -> None:
+    """Park every in-flight child with the budget's reason and stop the batch `needs_human` (one write; a
+    batch that is no longer this one, or no longer running, is left as it is)."""
+    from . import lifecycle
+
+    with s.transaction(slug, actor) as tx:
+        if tx.record.batch_id != batch_id or tx.record.batch_state != "running":
+            return
+        lifecycle.stop_batch(tx.record, "needs_human", reason)
+        tx.write(f"stopped: {reason}")
+
+
+def raise_budget(record: Any, usd: float | None, tokens: int | None) -> list[str]:
+    """`resume --budget-usd/--budget-tokens`: the new budgets (what changed, for the audit line)."""
+    changed = []
+    if usd is not None:
+        record.budget.max_cost_usd = usd
+        changed.append(f"budget {usd:g} USD")
+    if tokens is not None:
+        record.budget.max_tokens = tokens
+        changed.append(f"budget {tokens} tokens")
+    return changed

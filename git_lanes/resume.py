@@ -18,6 +18,7 @@ from .gitio import branch_ref, short_branch
 from .ids import check_id
 from .lanehost import LocalLanes
 from .model import IN_FLIGHT, ArchivedLane, BatchRecord, Child, RevisionDelegation
+from .metering import raise_budget
 from .model4 import ConfirmedBy
 from .session import Session
 from .store import CorruptRecord, Snapshot, lane_lock
@@ -247,7 +248,7 @@ def _drop_lane_records(s: Session, slug: str, archived: list[ArchivedLane]) -> N
 
 
 def resume(s: Session, slug: str, restart: list[str], delegate: bool | None,
-           confirm: Callable[[str], bool], tasks: list[str] = ()) -> BatchRecord:
+           confirm: Callable[[str], bool], tasks: list[str] = (), budget: tuple = (None, None)) -> BatchRecord:
     """Free parked children (SPEC §6, §7 B): of a needs_human batch all of them, with a newer
     confirmation; of a running batch the named ones, at once. All or nothing."""
     restart = list(dict.fromkeys(restart))
@@ -273,6 +274,7 @@ def resume(s: Session, slug: str, restart: list[str], delegate: bool | None,
         parts = [f"{r.task_id} {r.state}" for r in again.recoveries] + [f"{t} pending" for t in again.unblocked]
         if delegate is not None:
             parts.append("delegation " + ("granted" if delegate else "withdrawn"))
+        parts += raise_budget(tx.record, *budget)   # (v4) resume --budget-usd/--budget-tokens (SPEC §17.4)
         tx.write("resumed" + (": " + ", ".join(parts) if parts else ""), stamp=False)
         crash_point("resume-recorded")
     _drop_lane_records(s, slug, archived)
@@ -280,11 +282,11 @@ def resume(s: Session, slug: str, restart: list[str], delegate: bool | None,
 
 
 def resume_batch(s: Session, slug: str, restart: list[str], delegate: bool | None,
-                 confirm: Callable[[str], bool], tasks: list[str] = ()):
+                 confirm: Callable[[str], bool], tasks: list[str] = (), budget: tuple = (None, None)):
     """`git lanes resume`: resume, then a tick."""
     from .tick import Request, run_tick
 
-    resume(s, slug, restart, delegate, confirm, tasks)
+    resume(s, slug, restart, delegate, confirm, tasks, budget)
     return run_tick(s, slug, Request(actor="resume"))
 
 

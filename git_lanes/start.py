@@ -28,6 +28,8 @@ class StartOptions:
     executor_runtime: str | None = None
     worktree: str | None = None
     yes: bool = False
+    budget_usd: float | None = None      # (v4) SPEC §17.4
+    budget_tokens: int | None = None
 
 
 @dataclass
@@ -215,7 +217,8 @@ def build_record(s: Session, p: Prepared) -> BatchRecord:
         batch_id=batch_id_for(p.slug, at), slug=p.slug, plan_digest=p.plan.digest, base_head=p.head,
         branch=batch_branch(p.slug), base_branch=_base_branch(s, p), coordinator=p.coordinator,
         confirmation_time=at,
-        budget=Budget(max_children=p.opts.max_children or len(p.plan.tasks), qa_failure_limit=p.opts.qa_failure_limit),
+        budget=Budget(max_children=p.opts.max_children or len(p.plan.tasks), qa_failure_limit=p.opts.qa_failure_limit,
+                      max_cost_usd=p.opts.budget_usd, max_tokens=p.opts.budget_tokens),
         max_parallel=p.opts.max_parallel, children=children, final_checks=p.final_checks,
         revision_delegation=RevisionDelegation(confirmation_time=at) if p.opts.delegate_revisions else None,
         intent_identities={t.task_id: IntentIdentity(**t.identity()) for t in p.plan.tasks},

@@ -157,7 +157,7 @@ BAD = {   # per tool: arguments the CLI would refuse as usage errors (exit 2)
     "review": {"task": "a", "verdict": "maybe"}, "revise": {"task": "a", "intent": "/nonexistent/intent.toml"},
     "resume": {"slug": "feat", "restart": "a"}, "integrate": {"tasks": ["nope"]}, "verify": {"commit": ""},
     "diff": {"task": "nope"}, "show": {}, "log": {"slug": ""}, "audit": {"slug": ["feat"]},
-    "release": {"keep_branch": "yes"}, "task": {"extra": 1}, "done": {"retry": "x"}, "give_up": {"message": ""},
+    "release": {"keep_branch": "yes"}, "task": {"extra": 1}, "done": {"usage": {"cost_usd": -1}}, "give_up": {"message": ""},
     "inbox": {"ack": 1},
 }
 

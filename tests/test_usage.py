@@ -107,3 +107,54 @@ def test_a_negative_number_is_malformed(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "cost_usd: not a number >= 0" in proc.stderr
     assert "usage" not in as_json(root, "status", "use")
+
+
+def test_done_usage_records_a_hand_driven_lanes_usage(tmp_path):
+    from helpers import deliver, snapshot_state
+
+    root, _exe, _env = make(tmp_path, ["a"])
+    assert lanes(root, "start", "use", "--yes").returncode == 0
+    report = as_json(root, "provision", "a")
+    lane = Path(next(c for c in report["children"] if c["task_id"] == "a")["lane"]["path"])
+    deliver(str(lane), {"src/a.txt": "right\n"})
+    before = snapshot_state(root)
+    for bad in ("tokens=5", "cost_usd=-1", "input_tokens=many", "cost_usd"):
+        proc = lanes(lane, "done", "--usage", bad)
+        assert proc.returncode == 2 and proc.stderr.startswith("error: invalid --usage: "), (bad, proc.stderr)
+    assert snapshot_state(root) == before
+    proc = lanes(lane, "done", "--usage", "input_tokens=700,output_tokens=50,cost_usd=0.05")
+    assert proc.returncode == 0, proc.stderr
+    assert as_json(root, "status", "use")["usage"] == {
+        "input_tokens": 700, "output_tokens": 50, "cost_usd": 0.05,
+        "children": {"a": {"input_tokens": 700, "output_tokens": 50, "cost_usd": 0.05}}}
+
+
+def test_a_budget_stops_the_batch_at_the_right_session_and_resume_continues_it(tmp_path):
+    root, exe, env = make(tmp_path, ["a", "b", "c"])   # one lane at a time: a, b, c, $0.10 each
+    proc = lanes(root, "run", "use", "--executor", exe, "--yes", "--budget-usd", "0.2", env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = as_json(root, "status", "use")
+    assert report["batch_state"] == "needs_human"
+    states = {c["task_id"]: c["state"] for c in report["children"]}
+    # a and b ran ($0.20 reached after b's session): b's session finished and landed, c never got a session
+    assert states == {"a": "released", "b": "released", "c": "needs_human"}, states
+    assert report["usage"]["cost_usd"] == 0.2
+    assert not (Path(env["SESSIONS_DIR"]) / "c").exists()
+    assert "budget_reached: cost_usd 0.2 of 0.2" in proc.stdout + proc.stderr
+    parked = [c for c in report["children"] if c["state"] == "needs_human"]
+    assert [c["reason"] for c in parked] == ["budget_reached: cost_usd 0.2 of 0.2"] * len(parked)
+    # resume raises it; the next run finishes the batch
+    proc = lanes(root, "resume", "use", "--yes", "--budget-usd", "1")
+    assert proc.returncode == 0, proc.stderr
+    proc = lanes(root, "run", "use", "--executor", exe, "--yes", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = as_json(root, "status", "use")
+    assert report["batch_state"] == "completed" and report["usage"]["cost_usd"] == 0.3
+
+
+def test_a_token_budget_is_recorded_and_reached(tmp_path):
+    root, exe, env = make(tmp_path, ["a", "b"])
+    proc = lanes(root, "run", "use", "--executor", exe, "--yes", "--budget-tokens", "1000", env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "budget_reached: tokens 1200 of 1000" in proc.stdout + proc.stderr
+    assert not (Path(env["SESSIONS_DIR"]) / "b").exists()

@@ -20,10 +20,12 @@ def task_cmd(as_json) -> None:
 @cli.command("done")
 @click.option("--give-up", is_flag=True, help="The executor cannot finish; the coordinator parks the child.")
 @click.option("-m", "--message", default=None, help="Why (with --give-up).")
+@click.option("--usage", "used", default=None, metavar="KEY=VALUE,...",
+              help="What this session used: input_tokens, output_tokens, cost_usd (recorded with the attempt).")
 @json_option
-def done_cmd(give_up, message, as_json) -> None:
+def done_cmd(give_up, message, used, as_json) -> None:
     """(In a lane) snapshot the delivery, run the acceptance checks, record the attempt."""
-    lanecmds.done(give_up, message, as_json)
+    lanecmds.done(give_up, message, as_json, used)
 
 
 @cli.command("inbox")

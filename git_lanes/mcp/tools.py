@@ -239,7 +239,13 @@ def task(c: Call, a):
 def done(c: Call, a):
     from ..laneside import done as done_fn
 
-    doc = done_fn(c.session(lane_side=True), cancelled=c.cancelled.is_set)
+    from ..errors import usage
+    from ..metering import parse_usage
+
+    reported = parse_usage(a["usage"]) if a.get("usage") is not None else None
+    if isinstance(reported, str):
+        raise usage(f"invalid usage: {reported}")
+    doc = done_fn(c.session(lane_side=True), cancelled=c.cancelled.is_set, usage=reported or None)
     if doc is None:
         raise KeyboardInterrupt
     if not doc["passed"]:
@@ -321,7 +327,11 @@ TOOLS: tuple[Tool, ...] = (
     # TODO(receipts): register `receipts` here once `git lanes receipts` has its use case (another helper).
     Tool("task", "(In a lane) the effective intent, its checks and unread instructions.", {}, (), task, lane=True),
     Tool("done", "(In a lane) snapshot the delivery, run the acceptance checks, record the attempt; a failed "
-                 "attempt is a refusal (qa_failed) carrying the attempt.", {}, (), done, lane=True, long=True),
+                 "attempt is a refusal (qa_failed) carrying the attempt.",
+         {"usage": {"type": "object", "description": "What this session used (recorded with the attempt).",
+                    "properties": {k: {"type": "number", "minimum": 0}
+                                   for k in ("input_tokens", "output_tokens", "cost_usd")},
+                    "additionalProperties": False}}, (), done, lane=True, long=True),
     Tool("give_up", "(In a lane) the executor cannot finish; the coordinator parks the child.",
          {"message": _s("Why.", minLength=1)}, ("message",), give_up, lane=True),
     Tool("inbox", "(In a lane) instructions and corrections for this lane, oldest first.",

@@ -35,3 +35,15 @@ def session_ended(ls: "Session", path: str, n: int, started: str, exit_code: int
     except LanesError as exc:
         ls.warn(f"session {n}'s usage not recorded: {exc.message}")
     return usage
+
+
+def budget_stop(cs: "Session", slug: str, batch_id: str, event) -> bool:
+    """Nothing runs and a budget is reached: every in-flight child parks `budget_reached`, the batch goes
+    needs_human (SPEC §17.6); whether it did."""
+    from ..metering import over_budget as reached, stop_for_budget
+
+    reason = reached(cs, slug, batch_id)
+    if reason is not None:
+        stop_for_budget(cs, slug, batch_id, reason)
+        event(f"stopped: {reason}")
+    return reason is not None

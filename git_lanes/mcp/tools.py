@@ -44,6 +44,8 @@ def _list(description: str) -> dict[str, Any]:
 SLUG = _s("The initiative (default: as the CLI chooses it: the current branch's, the only active batch, ...).",
           minLength=1)
 TASK = _s("The task id.", minLength=1)
+BUDGETS = {"budget_usd": {"type": "number", "minimum": 0, "description": "The batch's cost budget in USD."},
+           "budget_tokens": {"type": "integer", "minimum": 0, "description": "The batch's token budget."}}
 YES = _b("Confirm (honoured only without elicitation, by a server started with --allow-yes).")
 
 
@@ -78,7 +80,8 @@ def start(c: Call, a):
                         qa_failure_limit=a.get("qa_failure_limit", 2), final_checks=a.get("final_checks") or None,
                         delegate_revisions=a.get("delegate_revisions", False),
                         executor_runtime=_path(a.get("executor_runtime"), "executor_runtime"),
-                        worktree=_path(a.get("worktree"), "worktree"), yes=yes)
+                        worktree=_path(a.get("worktree"), "worktree"), yes=yes, budget_usd=a.get("budget_usd"),
+                        budget_tokens=a.get("budget_tokens"))
     return outcome_doc(start_batch(c.session(), a["slug"], opts, c.confirm_fn(yes)))
 
 
@@ -156,7 +159,8 @@ def resume(c: Call, a):
     from ..resume import resume_batch
 
     return outcome_doc(resume_batch(c.session(), a["slug"], list(a.get("restart", [])), a.get("delegate_revisions"),
-                                    c.confirm_fn(a.get("yes", False)), list(a.get("tasks", []))))
+                                    c.confirm_fn(a.get("yes", False)), list(a.get("tasks", [])),
+                                    (a.get("budget_usd"), a.get("budget_tokens"))))
 
 
 def integrate(c: Call, a):
@@ -276,7 +280,7 @@ TOOLS: tuple[Tool, ...] = (
           "final_checks": _list("Final check commands (default: the initiative's final_checks)."),
           "delegate_revisions": _b("Grant the coordinator approval of breaking revisions inside the envelope."),
           "executor_runtime": _s("A contract manifest or git-lanes installation the lanes will run."),
-          "worktree": _s("Create the coordinator as a new worktree at this folder."), "yes": YES},
+          "worktree": _s("Create the coordinator as a new worktree at this folder."), **BUDGETS, "yes": YES},
          ("slug",), start, REPORT, long=True),
     Tool("status", "The report of the latest batch, from the stored record (never writes).", {"slug": SLUG}, (),
          status, REPORT),
@@ -303,7 +307,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("resume", "Free parked children (all of a needs_human batch, after a confirmation; or the tasks named "
                    "on a running batch); then tick.",
          {"slug": _s("The initiative.", minLength=1), "tasks": _list("Parked children to free."),
-          "restart": _list("Parked children to send back to pending."), "yes": YES,
+          "restart": _list("Parked children to send back to pending."), "yes": YES, **BUDGETS,
           "delegate_revisions": {"type": ["boolean", "null"], "default": None,
                                  "description": "Grant (true) or withdraw (false) revision delegation."}},
          ("slug",), resume, REPORT, long=True),

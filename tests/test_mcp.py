@@ -268,3 +268,25 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_declined_elicitation_writes_nothing_and_an_accepted_one_records_the_budget(repo):
+    plan_one(repo)
+    answers = ["decline", "accept"]
+
+    async def main():
+        async def ask(context, params):
+            action = answers.pop(0)
+            return types.ElicitResult(action=action, content={"confirm": True} if action == "accept" else None)
+
+        async with server(repo, "--allow-yes", elicit=ask) as s:
+            before = snapshot_state(repo)
+            error, doc = await call(s, "start", slug="feat", yes=True)   # elicitation first, even with yes
+            assert error and doc["code"] == "batch_confirmation_declined" and doc["exit_code"] == 1
+            assert snapshot_state(repo) == before
+            await ok_call(s, "start", slug="feat", budget_usd=2.5, budget_tokens=9000)
+        stored = record(repo, "feat")
+        assert stored["budget"]["max_cost_usd"] == 2.5 and stored["budget"]["max_tokens"] == 9000
+        assert stored["confirmed_by"] == {"actor": "user", "confirmation_ref": "mcp:test-agent"}
+
+    anyio.run(main)

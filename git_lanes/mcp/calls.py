@@ -59,10 +59,13 @@ class Call:
             if yes and self.client.allow_yes:
                 self.confirmed_by = {"actor": "agent", "confirmation_ref": f"mcp:{self.client.name}"}
                 return self.confirmed_by
-            why = "pass yes: true to a server started with --allow-yes" if yes or not self.client.allow_yes \
-                else "pass yes: true to confirm it"
-            if yes and not self.client.allow_yes:
+            if yes:
                 why = "yes is honoured only by a server started with 'git lanes mcp --allow-yes'"
+            elif self.client.allow_yes:
+                why = "show the confirmation to your user; pass yes: true to confirm it"
+            else:
+                why = "confirm through a client that can ask its user, or pass yes: true to a server started " \
+                      "with --allow-yes"
             raise LanesError(f"nothing was confirmed ({why})", exit_code=ExitCode.REFUSED,
                              code="batch_confirmation_required", report={"confirmation": text})
         return confirm

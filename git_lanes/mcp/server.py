@@ -105,8 +105,11 @@ class LanesServer:
         elicit = None
         if caps is not None and caps.elicitation is not None:
             def elicit(text: str) -> bool | None:
-                answer = anyio.from_thread.run(ctx.session.elicit_form, text + "\n\nProceed?", CONFIRM_SCHEMA,
-                                               ctx.request_id)
+                try:
+                    answer = anyio.from_thread.run(ctx.session.elicit_form, text + "\n\nProceed?", CONFIRM_SCHEMA,
+                                                   ctx.request_id)
+                except Exception:   # the client could not ask after all: as if it had no elicitation
+                    return None
                 return answer.action == "accept" and bool((answer.content or {}).get("confirm"))
         progress = None
         if tool is not None and tool.long:

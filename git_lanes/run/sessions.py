@@ -22,9 +22,9 @@ from ..errors import LanesError
 from ..procs import Group
 from ..session import Session
 from ..snapshot import still_delivers
+from .metering import fresh_usage_file, session_ended
 from .occupancy import Busy, Occupancy
 from .prompts import build_prompt, failing_checks
-from .metering import fresh_usage_file, session_ended
 
 if TYPE_CHECKING:
     from .progress import Track

@@ -7,6 +7,7 @@ Used by `done` (in the lane), the candidate reruns (`scratch.Scratch.run`) and t
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Sequence
 
 from .checks import MISSING_EXIT_CODE, CheckResult, run_command
@@ -24,6 +25,37 @@ class Spec(NamedTuple):
     inputs: Sequence[str] | None = None     # declared `inputs` (None: the whole tree)
     receipts: bool = True                   # false: `receipts = false` on its acceptance item
     task: str = ""                          # the task the receipt names
+
+
+class _Running:
+    """A check this process is running now on one input, in one kind of place (SPEC §8.7)."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: CheckResult | None = None
+
+
+# Verifiers of a window (`tick`, `run`) are threads of one process: a check that one of them runs on
+# an input is waited for by the others that need it on the same input, not run again beside it.
+_running: dict[tuple[str, str], _Running] = {}
+_running_lock = threading.Lock()
+
+
+def _join(where: str, key: str) -> tuple[_Running, bool]:
+    """(the run of `key` at `where`, whether this thread is the one to run it)."""
+    with _running_lock:
+        found = _running.get((where, key))
+        if found is not None:
+            return found, False
+        found = _running[(where, key)] = _Running()
+        return found, True
+
+
+def _leave(where: str, key: str, run: _Running, result: CheckResult | None) -> None:
+    run.result = result
+    with _running_lock:
+        _running.pop((where, key), None)
+    run.done.set()
 
 
 def retriable(result: CheckResult) -> bool:
@@ -53,11 +85,34 @@ def execute(spec: Spec, *, cwd: str, env: Mapping[str, str], tree: str, book: "R
         except Exception:
             argv = None
         key = book.key(argv, spec.inputs, tree, cwd=cwd, env=env) if argv else None
-    if key is not None:
-        hit = book.lookup(key)
-        if hit is not None:
-            return CheckResult(spec.id, spec.command, 0, None, True, hit["duration_ms"], hit["output_tail"],
-                               cached=True, receipt=key.key)
+    if key is None:
+        return _run(spec, cwd=cwd, env=env, tree=tree, retries=retries, before_retry=before_retry)
+    hit = book.lookup(key)
+    if hit is not None:
+        return CheckResult(spec.id, spec.command, 0, None, True, hit["duration_ms"], hit["output_tail"],
+                           cached=True, receipt=key.key)
+    run, mine = _join(book.where, key.key)
+    if not mine:
+        run.done.wait(spec.timeout)
+        other = run.result
+        if other is not None and other.passed and not other.flaky:   # its receipt stands for this run
+            book.add(key, other, tree=tree, task_id=spec.task)           # (the same receipt: kept either way)
+            return other._replace(id=spec.id, command=spec.command, cached=True, receipt=key.key)
+        run, mine = _join(book.where, key.key)   # it failed (a failure always runs again) or is gone
+    result = None
+    try:
+        result = _run(spec, cwd=cwd, env=env, tree=tree, retries=retries, before_retry=before_retry)
+        if result.passed and not result.flaky:
+            book.add(key, result, tree=tree, task_id=spec.task)
+        return result
+    finally:
+        if mine:
+            _leave(book.where, key.key, run, result)
+
+
+def _run(spec: Spec, *, cwd: str, env: Mapping[str, str], tree: str, retries: int,
+         before_retry: Callable[[], None] | None) -> CheckResult:
+    """Run `spec`, retried up to `retries` times after a failure that may be flaky (SPEC §8.8)."""
     result = run_command(spec.id, spec.command, cwd=cwd, env=env, timeout=spec.timeout, argv=spec.argv)
     failed: list[dict] = []
     while not result.passed and retriable(result) and len(failed) < retries:
@@ -68,8 +123,6 @@ def execute(spec: Spec, *, cwd: str, env: Mapping[str, str], tree: str, book: "R
     if failed and result.passed:
         runs = (*failed, {"exit_code": result.exit_code, "signal": result.signal, "output_tail": result.output_tail})
         return result._replace(flaky=True, attempts=runs)
-    if result.passed and key is not None:
-        book.add(key, result, tree=tree, task_id=spec.task)
     return result
 
 

@@ -8,8 +8,10 @@ redacted first (`redact.py`).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shlex
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
@@ -163,8 +165,28 @@ def run_command(check_id: str, command: str | Sequence[str], *, cwd, env: Mappin
 
 
 def run_checks(items: Iterable[tuple[str, str, float]], *, cwd, env: Mapping[str, str]) -> list[CheckResult]:
-    """Run every `(id, command, timeout)` in order, failures included."""
-    return [run_command(check_id, command, cwd=cwd, env=env, timeout=timeout) for check_id, command, timeout in items]
+    """Run every `(id, command, timeout)` in order, failures included (each told to this thread's watcher)."""
+    results = []
+    for check_id, command, timeout in items:
+        results.append(run_command(check_id, command, cwd=cwd, env=env, timeout=timeout))
+        watcher = getattr(_WATCH, "fn", None)
+        if watcher is not None:
+            watcher(len(results), results[-1])
+    return results
+
+
+_WATCH = threading.local()
+
+
+@contextlib.contextmanager
+def watching(fn):
+    """`fn(n, result)` after each check this thread runs (an MCP call's progress notifications)."""
+    before = getattr(_WATCH, "fn", None)
+    _WATCH.fn = fn
+    try:
+        yield
+    finally:
+        _WATCH.fn = before
 
 
 def _tail(text: str, cut: bool = False) -> str:

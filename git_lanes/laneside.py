@@ -238,11 +238,13 @@ def _write_intent_file(worktree: str, path: str, text: str) -> None:
 
 
 def done(session: Session, *, cancelled: Callable[[], bool] | None = None, receipts: bool = True,
-         fail_fast: bool | None = None, retry: bool = False) -> dict[str, Any] | None:
+         fail_fast: bool | None = None, retry: bool = False,
+         usage: dict[str, float] | None = None) -> dict[str, Any] | None:
     """`git lanes done`: snapshot the delivery, run the effective checks, record the attempt.
 
     Returns `{task_id, passed, tree, results[…]}` (plus `note` when the attempt has one); None when
-    `cancelled()` says so once the checks ran (`run`'s Ctrl-C killed them): nothing is written.
+    `cancelled()` says so once the checks ran (`run`'s Ctrl-C killed them): nothing is written. `usage`
+    (`done --usage`, SPEC §17.4) is recorded with the attempt.
     v4: receipts stand for checks and the passes are kept (not with `receipts=False`, `--no-receipts`,
     nor when the batch says so, §8.7); a failure is retried (`lanes.flakeRetries`, §8.8); with
     `fail_fast` (default `lanes.failFast`) no check runs after the first failing one.
@@ -285,6 +287,8 @@ def done(session: Session, *, cancelled: Callable[[], bool] | None = None, recei
         git.work.drop_prepared(ctx.worktree)
     attempt = {"at": session.clock(), "tree": tree, "passed": passed, "results": [r.to_json() for r in results],
                "author_ident": _author_ident(session), "note": note}
+    if usage:
+        attempt["usage"] = dict(usage)
     ctx.update(lambda rec: {**rec, "qa_attempts": [*rec["qa_attempts"], attempt]},
                f"done {ctx.task_id}: {'passed' if passed else 'failed'}")
     crash_point("attempt-recorded")

@@ -1,8 +1,7 @@
-"""The v1 record and report schemas (SPEC §4, §5, §16), with the invariants of §4.
+"""The v1 record and report schemas (SPEC §4, §5, §16), with the invariants of §4 (v4 fields: `model4.py`).
 
-Every write validates the whole record first (`BatchRecord.model_validate` runs the
-invariant checks) and writes nothing if it is invalid.
-"""
+Every write validates the whole record first (`BatchRecord.model_validate` runs the invariant checks) and writes
+nothing if it is invalid."""
 
 from __future__ import annotations
 
@@ -17,7 +16,9 @@ from .checkmodel import CheckResultModel, CheckRun  # noqa: F401 (re-exported)
 from .ids import id_problem
 from .pydantic_plugins import no_plugin_discovery
 
-no_plugin_discovery()
+no_plugin_discovery()   # before any model below is built
+
+from .model4 import ConfirmedBy, SessionEntry, Usage, UsageBudget, _Model  # noqa: E402,F401 (v4 fields, re-exported)
 
 BatchState = Literal["running", "needs_human", "completed", "budget_stopped", "failed", "superseded"]
 TERMINAL = ("completed", "budget_stopped", "failed", "superseded")
@@ -46,18 +47,12 @@ TaskId = Annotated[str, _valid_id(task=True)]
 Slug = Annotated[str, _valid_id(task=False)]
 
 
-class _Model(BaseModel):
-    # A field this build does not know (written by a newer one) is kept, not refused: SPEC §4 "a v1
-    # reader ignores what it does not know", and nothing is lost when this build rewrites the record.
-    model_config = ConfigDict(extra="allow", validate_assignment=False, populate_by_name=True, defer_build=True)
-
-
 # The optional fields added within contract v1 (SPEC §4, §5, §14 v3): left out while unset, so a record
 # that does not use them is stored (and reported) exactly as before and a v1 reader never meets them;
 # and `tracker_closed`, "only true" (§4): present once the issue is closed, absent before.
 _OPTIONAL_V1 = ("base_branch", "resumed_at", "gate_results", "record_tip", "remote", "claim", "released",
                 "branch_kept", "tracker_closed", "receipts", "candidates", "verify_window", "passed_at",
-                "remote_restarts", "remote_timeout")
+                "remote_restarts", "remote_timeout", "confirmed_by", "sessions")
 
 
 class _V3Model(_Model):
@@ -143,7 +138,7 @@ class Child(_V3Model):
             raise ValueError(f"{where}: a {s} child needs its lane commit")
 
 
-class Budget(_Model):
+class Budget(UsageBudget):
     max_children: int = Field(ge=1)
     qa_failure_limit: int = Field(ge=1)
 
@@ -190,7 +185,7 @@ class Revision(_Model):
     to_revision: int
     intent_content_hash: str
     intent_text: str
-    actor: Literal["executor", "batch-coordinator", "user"]
+    actor: Literal["executor", "batch-coordinator", "user", "agent"]
     confirmation_ref: str | None = None
 
 
@@ -250,6 +245,7 @@ class BatchRecord(_V3Model):
     base_branch: str | None = None  # (v3) the branch `start` ran from (short name); None when detached
     coordinator: str
     confirmation_time: str
+    confirmed_by: ConfirmedBy | None = None  # (v4) an MCP client's confirmation (SPEC §17.6)
     budget: Budget
     max_parallel: int = Field(ge=1)
     batch_state: BatchState = "running"
@@ -385,8 +381,8 @@ class LaneRecord(_V3Model):
     run_id: str
     record_revision: int = Field(0, ge=0)
     qa_attempts: list[QaAttempt] = []
-    # How many of this lane's interventions (oldest first) have been read.
-    inbox_read: int = Field(0, ge=0)
+    inbox_read: int = Field(0, ge=0)    # how many of this lane's interventions (oldest first) were read
+    sessions: list[SessionEntry] = []   # (v4) the sessions run/work ran in it (SPEC §17.4)
     gave_up: GaveUp | None = None
     claim: Claim | None = None          # a lane of another clone (SPEC §14)
     released: Released | None = None    # that lane was released in its clone (its last revision)
@@ -420,12 +416,14 @@ class Report(BaseModel):
     reviews: list[dict[str, Any]] = []
     candidate: dict[str, Any] | None = None
     candidates: list[dict[str, Any]] = []
+    usage: dict[str, Any] | None = None   # (v4) usage totals, per child and of the batch (SPEC §17.4)
+    driver: dict[str, Any] | None = None  # (v4) the live `git lanes run` that drives the slug (SPEC §17.1)
 
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         for key in ("lane_refusals", "tracker_observations", "restores", "final_verification", "interventions",
                     "lane_instruction", "lane_revision", "revisions", "reseals", "adopted_heads", "reviews",
-                    "candidate", "candidates"):
+                    "candidate", "candidates", "usage", "driver"):
             if not data.get(key):
                 data.pop(key, None)
         return data

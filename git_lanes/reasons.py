@@ -57,6 +57,8 @@ GROUPS: list[tuple[str, dict[str, str]]] = [
                                      "(the batch fails)",
         "dirty_outside_scope": "the delivery changes paths outside the task's scope",
         "plan_changed": "the plan at the batch head differs from the authorized plan",
+        "budget_reached": "the batch's reported usage reached --budget-usd or --budget-tokens "
+                          "(<kind> <total> of <budget>); resume --budget-usd/--budget-tokens raises it",
     }),
     ("Requests (instruct, revise, review)", {
         "batch_lane_instruction_refused": "an instruction or correction was refused; nothing is recorded",

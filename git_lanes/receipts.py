@@ -22,6 +22,7 @@ from .digests import sha256_hex
 if TYPE_CHECKING:
     from .checks import CheckResult
     from .gitio import Git
+    from .session import Session
 
 ENV_NAMES = ("PATH", "VIRTUAL_ENV", "GIT_LANES_TASK", "GIT_LANES_TASKS")
 LANE, SCRATCH = "lane", "scratch"
@@ -328,3 +329,13 @@ def prune(git: "Git", days: float, now: str) -> list[str]:
     if old:
         ReceiptStore(git).write(clone, {}, drop=old)
     return old
+
+
+def receipts_view(s: "Session", prune_days: float | None = None) -> dict[str, Any]:
+    """`git lanes receipts [--prune DAYS]` (SPEC §8.7): this clone's receipts, after dropping those
+    older than DAYS when asked: `{receipts[…], pruned?}`."""
+    dropped = prune(s.git, prune_days, s.clock()) if prune_days is not None else None
+    doc: dict[str, Any] = {"receipts": listing(s.git, s.clock())}
+    if dropped is not None:
+        doc["pruned"] = dropped
+    return doc

@@ -18,6 +18,8 @@ from .gitio import branch_ref, short_branch
 from .ids import check_id
 from .lanehost import LocalLanes
 from .model import IN_FLIGHT, ArchivedLane, BatchRecord, Child, RevisionDelegation
+from .metering import raise_budget
+from .model4 import ConfirmedBy
 from .session import Session
 from .store import CorruptRecord, Snapshot, lane_lock
 
@@ -248,13 +250,14 @@ def _drop_lane_records(s: Session, slug: str, archived: list[ArchivedLane]) -> N
 
 
 def resume(s: Session, slug: str, restart: list[str], delegate: bool | None,
-           confirm: Callable[[str], bool], tasks: list[str] = ()) -> BatchRecord:
+           confirm: Callable[[str], bool], tasks: list[str] = (), budget: tuple = (None, None)) -> BatchRecord:
     """Free parked children (SPEC §6, §7 B): of a needs_human batch all of them, with a newer
     confirmation; of a running batch the named ones, at once. All or nothing."""
     restart = list(dict.fromkeys(restart))
     tasks = list(dict.fromkeys(tasks))
     plan = plan_resume(s, slug, restart, tasks, delegate is not None)
-    if (not plan.running or delegate is True) and not confirm(resume_text(plan, delegate)):
+    answer = confirm(resume_text(plan, delegate)) if not plan.running or delegate is True else True
+    if not answer:
         raise refused("batch_confirmation_declined", "nothing was written")
     at = s.clock()
     recorded = plan.snap.record.confirmation_time
@@ -267,10 +270,13 @@ def resume(s: Session, slug: str, restart: list[str], delegate: bool | None,
             raise refused("batch_busy", f"the record of {slug} moved while confirming; run resume again")
         before = len(tx.record.archived_lanes)
         apply_resume(s, tx.record, again, delegate, at)
+        if not again.running:   # whose the new confirmation is: an MCP client's says so (SPEC §17.6)
+            tx.record.confirmed_by = ConfirmedBy(**answer) if isinstance(answer, dict) else None
         archived = tx.record.archived_lanes[before:]
         parts = [f"{r.task_id} {r.state}" for r in again.recoveries] + [f"{t} pending" for t in again.unblocked]
         if delegate is not None:
             parts.append("delegation " + ("granted" if delegate else "withdrawn"))
+        parts += raise_budget(tx.record, *budget)   # (v4) resume --budget-usd/--budget-tokens (SPEC §17.4)
         tx.write("resumed" + (": " + ", ".join(parts) if parts else ""), stamp=False)
         crash_point("resume-recorded")
     _drop_lane_records(s, slug, archived)
@@ -278,11 +284,11 @@ def resume(s: Session, slug: str, restart: list[str], delegate: bool | None,
 
 
 def resume_batch(s: Session, slug: str, restart: list[str], delegate: bool | None,
-                 confirm: Callable[[str], bool], tasks: list[str] = ()):
+                 confirm: Callable[[str], bool], tasks: list[str] = (), budget: tuple = (None, None)):
     """`git lanes resume`: resume, then a tick."""
     from .tick import Request, run_tick
 
-    resume(s, slug, restart, delegate, confirm, tasks)
+    resume(s, slug, restart, delegate, confirm, tasks, budget)
     return run_tick(s, slug, Request(actor="resume"))
 
 

@@ -38,6 +38,7 @@ class RevisionRequest:
     # the person's answer and its time, asked before the tick takes the slug's lock (`ask_first`)
     answer: bool | None = None
     answered_at: str | None = None
+    confirmed_by: tuple[str, str] | None = None   # (actor, confirmation_ref) of an MCP client's confirmation
 
 
 def read_request(task: str, path: str, *, yes: bool = False, interactive: bool = False,
@@ -100,7 +101,7 @@ def apply_revision(s: Session, record: BatchRecord, request: RevisionRequest, at
     task_id = request.task_id
     if decision.actor is None:
         return _refusal(task_id, decision.refusal or "refused", decision.fallback or "")
-    confirmation_ref = None
+    confirmation_ref, actor = None, decision.actor
     if decision.actor == "batch-coordinator":
         confirmation_ref = f"delegated-batch:{record.batch_id}@{record.revision_delegation.confirmation_time}"
     elif decision.actor == "user":
@@ -113,13 +114,15 @@ def apply_revision(s: Session, record: BatchRecord, request: RevisionRequest, at
                 return _refusal(task_id, f"{task_id}: the breaking revision was declined at the terminal",
                                 "nothing was recorded; propose another revision or leave the intent as it is")
             confirmation_ref = f"terminal@{answered_at}"
+            if request.confirmed_by is not None:   # confirmed through an MCP client (SPEC §17.6)
+                actor, confirmation_ref = request.confirmed_by
         else:
             confirmation_ref = f"yes-flag@{at}"
     record.revisions.append(Revision(at=at, task_id=task_id, from_revision=current.intent.revision,
                                      to_revision=proposed.revision, intent_content_hash=request.parsed.content_hash,
-                                     intent_text=request.text, actor=decision.actor,
+                                     intent_text=request.text, actor=actor,
                                      confirmation_ref=confirmation_ref))
-    return {"task_id": task_id, "accepted": True, "reason": None, "fallback": None, "actor": decision.actor,
+    return {"task_id": task_id, "accepted": True, "reason": None, "fallback": None, "actor": actor,
             "from_revision": current.intent.revision, "to_revision": proposed.revision}
 
 

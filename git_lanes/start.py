@@ -13,6 +13,7 @@ from .errors import refused, usage
 from .gitio import BatchBranch, LaneBranch, branch_ref, quote_path, short_branch
 from .ids import MAX_FINAL_CHECKS, check_id, final_check_problem, require_utf8
 from .model import CARRIED_OVER, BatchRecord, Budget, Child, IntentIdentity, Lane, RevisionDelegation
+from .model4 import ConfirmedBy
 from .plan import Plan
 from .runtime import runtime_mismatch
 from .session import LANE_PREFIX, Session, batch_branch
@@ -30,6 +31,8 @@ class StartOptions:
     yes: bool = False
     receipts: bool = True          # (v4) false: `--no-receipts`, recorded as `receipts: false` (§8.7)
     verify_window: int | None = None   # (v4) candidates verified at once (None: `verify_window()` decides)
+    budget_usd: float | None = None      # (v4) SPEC §17.4
+    budget_tokens: int | None = None
 
 
 @dataclass
@@ -255,7 +258,8 @@ def build_record(s: Session, p: Prepared) -> BatchRecord:
         batch_id=batch_id_for(p.slug, at), slug=p.slug, plan_digest=p.plan.digest, base_head=p.head,
         branch=batch_branch(p.slug), base_branch=_base_branch(s, p), coordinator=p.coordinator,
         confirmation_time=at,
-        budget=Budget(max_children=p.opts.max_children or len(p.plan.tasks), qa_failure_limit=p.opts.qa_failure_limit),
+        budget=Budget(max_children=p.opts.max_children or len(p.plan.tasks), qa_failure_limit=p.opts.qa_failure_limit,
+                      max_cost_usd=p.opts.budget_usd, max_tokens=p.opts.budget_tokens),
         max_parallel=p.opts.max_parallel, verify_window=p.opts.verify_window, children=children,
         final_checks=p.final_checks,
         revision_delegation=RevisionDelegation(confirmation_time=at) if p.opts.delegate_revisions else None,
@@ -289,9 +293,12 @@ def start(s: Session, slug: str, o: StartOptions, confirm: Callable[[str], bool]
         gap = environment_gap(s, p.coordinator)
         if gap:
             s.warn(gap)
-        if not confirm(confirmation_text(p)):
+        answer = confirm(confirmation_text(p))
+        if not answer:
             raise refused("batch_confirmation_declined", "nothing was written")
         record = build_record(s, p)
+        if isinstance(answer, dict):   # an MCP client's confirmation says whose it was (SPEC §17.6)
+            record.confirmed_by = ConfirmedBy(**answer)
         tx.write(f"batch {record.batch_id} started", record=record, new_line=True, stamp=False)
     crash_point("record-written")
     git = s.git

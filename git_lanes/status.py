@@ -12,10 +12,11 @@ from .tick import status_report
 
 
 def status(s: Session, slug: str) -> dict[str, Any]:
-    """The report of the latest batch of the slug, whatever its state; never writes. While a live
-    `git lanes run` drives the slug (it holds `locks/run/<slug>`), the report says so (`driver`) and its
-    `next_action` leaves the handoffs to that run (SPEC §17.1). In a clone of a remote batch: what this
-    clone does next, and each remote lane's heartbeat (SPEC §17.2)."""
+    """The report of the latest batch of the slug, whatever its state, with its usage totals; never writes.
+    While a live `git lanes run` drives the slug (it holds `locks/run/<slug>`), the report says so
+    (`driver`) and its `next_action` leaves the handoffs to that run (SPEC §17.1). In a clone of a
+    remote batch: what this clone does next, and each remote lane's heartbeat (SPEC §17.2)."""
+    from .metering import totals
     from .remote.views import remote_view, unpulled
     from .store import driver
 
@@ -25,6 +26,9 @@ def status(s: Session, slug: str) -> dict[str, Any]:
             raise usage(f"no batch for {slug} in this clone yet; {remote} has one (as last fetched): "
                         f"git lanes pull {remote}")
     report = remote_view(s, slug, status_report(s, slug))
+    used = totals(s, slug, report)
+    if used:
+        report["usage"] = used
     live = driver(s.git, slug)
     if live is not None:
         report["driver"] = live
@@ -59,6 +63,8 @@ def show(s: Session, slug: str, task_id: str) -> dict[str, Any]:
     except CorruptRecord as exc:
         lane_doc, lane_error = None, exc.detail
     doc: dict[str, Any] = {"batch_id": report["batch_id"], "child": child, "lane_record": lane_doc}
+    if report.get("usage", {}).get("children", {}).get(task_id):
+        doc["usage"] = report["usage"]["children"][task_id]
     if lane_error:
         doc["lane_record_error"] = lane_error
     lane = child.get("lane") or {}

@@ -163,16 +163,24 @@ def impure_decisions(modules: dict[str, tuple[bool, str]]) -> list[str]:
     return found
 
 
+TOP_LAYERS = ("git_lanes.cli", "git_lanes.mcp")   # the command line and the MCP tools, side by side
+
+
 def cli_reaching_past_use_cases(modules: dict[str, tuple[bool, str]]) -> list[str]:
+    """`cli/` and `mcp/` reach Git and the stores only through use cases; neither goes through the other
+    (the MCP tools call the use cases the click commands call: one implementation of each command)."""
     found = []
     known = set(modules)
     for module, (is_pkg, source) in modules.items():
-        if not (module == "git_lanes.cli" or module.startswith("git_lanes.cli.")):
+        layer = next((t for t in TOP_LAYERS if module == t or module.startswith(t + ".")), None)
+        if layer is None:
             continue
+        others = tuple(t for t in TOP_LAYERS if t != layer)
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 for name in imported(module, is_pkg, node, known):
-                    if name.startswith(("git_lanes.gitio", "git_lanes.store")):
+                    if name.startswith(("git_lanes.gitio", "git_lanes.store")) or \
+                            (name.startswith(others) and not name == "git_lanes.mcp" and layer == "git_lanes.mcp"):
                         found.append(f"{module}: imports {name}")
     return found
 
@@ -200,6 +208,7 @@ def test_decisions_are_pure(product):
 
 def test_the_cli_goes_through_use_cases(product):
     assert any(m.startswith("git_lanes.cli.") for m in product)
+    assert any(m.startswith("git_lanes.mcp.") for m in product)
     assert cli_reaching_past_use_cases(product) == []
 
 
@@ -225,13 +234,17 @@ def test_the_rules_see_violations():
                 git_lanes__procs="import subprocess\n",
                 git_lanes__decisions__a="import os\nfrom git_lanes import store\nfrom git_lanes import ids\n",
                 git_lanes__cli__x="from git_lanes.store import BatchStore\nfrom git_lanes import session\n",
+                git_lanes__mcp__t="from git_lanes.cli import render\nfrom git_lanes.gitio import Git\n",
+                git_lanes__cli="", git_lanes__gitio="",
                 git_lanes__store="",
                 git_lanes__ids="",
                 git_lanes__session="")
     assert git_outside_gateway(bad) == ["git_lanes.tick: imports dulwich.repo", "git_lanes.tick: imports subprocess",
                                         "git_lanes.tick:3: a git command line"]
     assert impure_decisions(bad) == ["git_lanes.decisions.a: imports os", "git_lanes.decisions.a: imports git_lanes.store"]
-    assert cli_reaching_past_use_cases(bad) == ["git_lanes.cli.x: imports git_lanes.store"]
+    assert cli_reaching_past_use_cases(bad) == ["git_lanes.cli.x: imports git_lanes.store",
+                                                "git_lanes.mcp.t: imports git_lanes.cli",
+                                                "git_lanes.mcp.t: imports git_lanes.gitio"]
     ring = _tree(git_lanes__a="from git_lanes import b\n", git_lanes__b="import git_lanes.c\n",
                  git_lanes__c="from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import git_lanes.a\n"
                               "def f():\n    from git_lanes import a\n")

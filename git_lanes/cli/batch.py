@@ -249,14 +249,18 @@ def restart_words(args: list[str]) -> list[str]:
 @click.option("--yes", is_flag=True, help="Confirm without a prompt.")
 @click.option("--delegate-revisions/--no-delegate-revisions", default=None,
               help="Grant or withdraw revision delegation.")
+@click.option("--budget-usd", type=click.FloatRange(min=0), default=None, metavar="X",
+              help="Raise the batch's cost budget to X USD.")
+@click.option("--budget-tokens", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Raise the batch's token budget to N.")
 @json_option
-def resume_cmd(slug, tasks, restart, yes, delegate_revisions, as_json) -> None:
+def resume_cmd(slug, tasks, restart, yes, delegate_revisions, budget_usd, budget_tokens, as_json) -> None:
     """Free parked children: every one of a needs_human batch (after a confirmation), or the TASKs named
     on a running batch; then tick."""
     from ..resume import resume_batch
 
-    render.outcome(resume_batch(session(), slug, list(restart), delegate_revisions, confirm_fn(yes), list(tasks)),
-                   as_json)
+    render.outcome(resume_batch(session(), slug, list(restart), delegate_revisions, confirm_fn(yes), list(tasks),
+                                (budget_usd, budget_tokens)), as_json)
 
 
 @cli.command("retire")

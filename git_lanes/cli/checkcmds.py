@@ -24,17 +24,13 @@ def _age(seconds: int | None) -> str:
 @json_option
 def receipts_cmd(prune_days, as_json) -> None:
     """List this clone's receipts (key, check, task, where, tree, age); --prune DAYS drops old ones."""
-    from ..receipts import listing, prune
+    from ..receipts import receipts_view
 
-    s = session()
-    dropped = prune(s.git, prune_days, s.clock()) if prune_days is not None else None
-    items = listing(s.git, s.clock())
+    doc = receipts_view(session(), prune_days)
     if as_json:
-        doc = {"receipts": items}
-        if dropped is not None:
-            doc["pruned"] = dropped
         render.emit_json(doc)
         return
+    items, dropped = doc["receipts"], doc.get("pruned")
     if dropped is not None:
         render.say(f"pruned {len(dropped)} receipt(s) older than {prune_days:g} day(s)")
     for i in items:

@@ -23,10 +23,12 @@ def task_cmd(as_json) -> None:
 @click.option("--no-receipts", "no_receipts", is_flag=True, help="Run every check; keep no receipt.")
 @click.option("--fail-fast", "fail_fast", is_flag=True, help="Stop at the first failing check (lanes.failFast).")
 @click.option("--retry", is_flag=True, help="Run the checks again on the tree whose last attempt failed.")
+@click.option("--usage", "used", default=None, metavar="KEY=VALUE,...",
+              help="What this session used: input_tokens, output_tokens, cost_usd (recorded with the attempt).")
 @json_option
-def done_cmd(give_up, message, no_receipts, fail_fast, retry, as_json) -> None:
+def done_cmd(give_up, message, no_receipts, fail_fast, retry, used, as_json) -> None:
     """(In a lane) snapshot the delivery, run the acceptance checks, record the attempt."""
-    lanecmds.done(give_up, message, as_json, no_receipts, fail_fast, retry=retry)
+    lanecmds.done(give_up, message, as_json, no_receipts, fail_fast, retry=retry, used=used)
 
 
 @cli.command("inbox")

@@ -61,10 +61,15 @@ def task(as_json: bool = False) -> None:
 
 
 def done(give_up: bool = False, message: str | None = None, as_json: bool = False, no_receipts: bool = False,
-         fail_fast: bool = False, retry: bool = False) -> None:
+         fail_fast: bool = False, retry: bool = False, used: str | None = None) -> None:
     from ..errors import usage
     from ..laneside import done as done_fn, give_up as give_up_fn
 
+    reported = None
+    if used is not None:
+        from ..metering import parse_usage_option
+
+        reported = parse_usage_option(used)
     s = session(lane_side=True)
     if give_up:
         if message is None:
@@ -77,7 +82,7 @@ def done(give_up: bool = False, message: str | None = None, as_json: bool = Fals
         return
     if message is not None:
         raise usage("-m only goes with --give-up")
-    doc = done_fn(s, receipts=not no_receipts, fail_fast=True if fail_fast else None, retry=retry)
+    doc = done_fn(s, receipts=not no_receipts, fail_fast=True if fail_fast else None, retry=retry, usage=reported)
     if as_json:
         render.emit_json(doc)
     else:

@@ -6,7 +6,7 @@ import click
 
 from . import render
 from .app import cli
-from .options import json_option, session
+from .options import PATH, json_option, session
 
 
 @cli.command("contracts")
@@ -76,3 +76,23 @@ def help_cmd(command) -> None:
         click.echo(group.get_help(ctx.parent or ctx))
         return
     click.echo(target.get_help(click.Context(target, info_name=command, parent=ctx.parent)))
+
+
+@cli.command("mcp")
+@click.option("--lane", "lane", type=PATH, default=None,
+              help="Serve the lane-side tools (task, done, give_up, inbox) of the lane at PATH too.")
+@click.option("--allow-yes", is_flag=True,
+              help="Honour a tool's yes argument as the confirmation of start, resume and revise when the "
+                   "client cannot ask its user (recorded as the agent's).")
+def mcp_cmd(lane, allow_yes) -> None:
+    """Serve the commands as Model Context Protocol tools on stdin/stdout (needs git-lanes[mcp])."""
+    import os
+
+    from ..errors import usage
+    from ..mcp import INSTALL_HINT, available
+
+    if not available():
+        raise usage(f"git lanes mcp needs the MCP SDK: {INSTALL_HINT}")
+    from ..mcp.server import serve
+
+    serve(os.getcwd(), lane, allow_yes)

@@ -85,6 +85,10 @@ def start_options(f):
                      help="Create the coordinator as a new worktree at DIR."),
         click.option("--no-receipts", "no_receipts", is_flag=True,
                      help="No receipts in this batch (recorded: every tick and done obeys it)."),
+        click.option("--budget-usd", type=click.FloatRange(min=0), default=None, metavar="X",
+                     help="Start no session once the reported cost reaches X USD."),
+        click.option("--budget-tokens", type=click.IntRange(min=0), default=None, metavar="N",
+                     help="Start no session once the reported tokens reach N."),
         click.option("--yes", is_flag=True, help="Confirm without a prompt."),
     ]
     for o in reversed(opts):
@@ -93,13 +97,14 @@ def start_options(f):
 
 
 def start_opts(max_parallel, max_children, qa_failure_limit, final_checks, delegate_revisions, executor_runtime,
-               worktree, yes, no_receipts=False, verify_window=None):
+               worktree, yes, no_receipts=False, verify_window=None, budget_usd=None, budget_tokens=None):
     from ..start import StartOptions
 
     return StartOptions(max_parallel=max_parallel, max_children=max_children, qa_failure_limit=qa_failure_limit,
                         final_checks=list(final_checks) or None, delegate_revisions=delegate_revisions,
                         executor_runtime=executor_runtime, worktree=worktree, yes=yes,
-                        receipts=not no_receipts, verify_window=verify_window)
+                        receipts=not no_receipts, verify_window=verify_window, budget_usd=budget_usd,
+                        budget_tokens=budget_tokens)
 
 
 def confirm_fn(yes: bool):

@@ -165,6 +165,7 @@ def report(r: dict) -> None:
     for h in r["handoffs"] if not r.get("driver") else []:   # a run that drives the batch takes them
         role = h.get("action") or h.get("next_obligation")
         say(f"handoff: {h['role']} {role} {h['task_id']}: {handoff_command(r['slug'], h)}")
+    usage_line(r.get("usage"))
     say(f"next: {r['next_action']}")
 
 
@@ -180,9 +181,18 @@ def remote_where(c: dict) -> str:
     return text
 
 
+def usage_line(used: dict | None) -> None:
+    """`usage: $1.25, 5300 tokens` (SPEC §17.4), when anything reported usage."""
+    from ..metering import cost_text
+
+    if used and cost_text(used):
+        say(f"usage: {cost_text(used)}")
+
+
 def show(doc: dict) -> None:
     """`git lanes show`: one child and its lane record, as a person reads them (no reprs)."""
     from ..checks import failure_line
+    from ..metering import cost_text
 
     c = doc["child"]
     say(f"{c['task_id']}: {c['state']} (batch {doc['batch_id']})")
@@ -233,6 +243,10 @@ def show(doc: dict) -> None:
         say(f"  {item['kind']} sent {item['at']} ({'read' if item['read'] else 'unread'}):")
         for line in item["text"].rstrip().splitlines() or [""]:
             say(f"    | {line}")
+        for e in lr.get("sessions") or []:
+            say(f"  session {e['n']}: {e['started']} .. {e['ended']}, exit {e['exit']}"
+                + (f", {cost_text(e['usage'])}" if e.get("usage") and cost_text(e["usage"]) else ""))
+    usage_line(doc.get("usage"))
 
 
 def _failing(results: list[dict], everything: bool = False) -> None:
@@ -300,13 +314,15 @@ def run_summary(report: dict, facts: dict) -> None:
     say(f"batch {report['batch_id']} ({report['slug']}): {report['batch_state']}{verdict}")
     if facts.get("reason"):
         say(f"reason: {facts['reason']}")
-    rows = [("task", "state", "sessions", "failed attempts", "corrections", "commit")] + facts["rows"]
+    rows = [("task", "state", "sessions", "failed attempts", "corrections", "commit")
+            + (("cost",) if facts.get("cost") else ())] + facts["rows"]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         say("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
     for c in report["children"]:
         if c.get("reason") and c["state"] in ("needs_human", "skipped_blocked"):
             say(f"{c['task_id']}: {c['reason']}")
+    usage_line(facts.get("usage"))
     if facts.get("log"):   # never an empty section (SPEC §17.1 v4)
         base = facts.get("base")
         say(f"\n$ git log --oneline {facts['branch']}" + (f" ^{base[:12]}" if base else ""))

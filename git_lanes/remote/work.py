@@ -315,6 +315,14 @@ class Worker(Waiting):
         self.event(f"{task}: session {sess.n} stopped")
 
     def start_sessions(self, rec) -> None:
+        from ..metering import over_budget
+
+        reason = over_budget(self.s, self.slug, rec.batch_id) if self.held else None   # the pulled totals (§17.6)
+        if reason is not None:
+            if reason != getattr(self, "budget_said", None):
+                self.event(f"no new session: {reason}")
+                self.budget_said = reason
+            return
         for task, held in self.held.items():
             if self.interrupted.is_set():
                 return

@@ -112,6 +112,12 @@ def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver 
              str(_failed_attempts(s, slug, report["batch_id"], c["task_id"], archived.get(c["task_id"], []))),
              str(c.get("corrections", 0)), (c.get("commit") or "")[:12])
             for c in report["children"]]
+    from ..metering import totals
+
+    used = totals(s, slug, report)   # SPEC §17.4: a cost column when any cost was reported
+    costs = {t: u["cost_usd"] for t, u in (used or {}).get("children", {}).items() if "cost_usd" in u}
+    if costs:
+        rows = [(*r, f"${costs[r[0]]:.2f}" if r[0] in costs else "") for r in rows]
     base = snap.record.base_head if snap is not None else None
     branch = BatchBranch(slug)
     log = None
@@ -119,7 +125,8 @@ def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver 
         log = s.git.odb.log_oneline(f"{base}..{branch.name}" if base else branch.name).rstrip("\n")
     steps = next_steps(s, slug, snap.record, executor, again) if mine else []
     return {"reason": stored or report.get("reason"), "rows": rows, "branch": branch.name, "base": base,
-            "log": log or None, "log_dir": logs if logs and os.path.isdir(logs) else None, "next": steps}
+            "log": log or None, "log_dir": logs if logs and os.path.isdir(logs) else None, "next": steps,
+            "usage": used, "cost": bool(costs)}
 
 
 def log_dir(s: Session, batch_id: str) -> str:

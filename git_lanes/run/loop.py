@@ -20,10 +20,12 @@ from typing import Any, Callable
 from ..checks import failure_line
 from ..decisions.admission import MAX_OFFERS
 from ..errors import LanesError
+from ..metering import over_budget
 from ..procs import CtrlC, kill_all
 from ..session import Session
 from ..tick import Pending, Request, hold_landing, tick, verify
 from .corrections import Correcting
+from .metering import budget_stop
 from .progress import Progress, Track, child_rows, stalled
 from .provisions import PROVISION_TRIES, Provisioning, Stop
 from .sessions import Sess, Sessions
@@ -251,6 +253,10 @@ class Driver(Provisioning, Correcting):
             report = self.act(report)
             if report["batch_state"] != "running" or self.interrupted.is_set():
                 continue
+            if not self.sessions.active and not self.verifying and budget_stop(self.cs, self.slug, self.batch_id,
+                                                                               self.progress.event):
+                report = self.tick()   # a budget reached (SPEC §17.6): the batch went needs_human
+                continue
             if not self.sessions.active and not self.verifying:
                 stalls += 1   # nothing runs: tick a few times (someone may work a lane), then stop
                 if stalls >= STALLS:
@@ -315,7 +321,10 @@ class Driver(Provisioning, Correcting):
         return report
 
     def start_sessions(self, report: dict[str, Any]) -> None:
-        """A session for every lane whose handoff says implement and that has none running."""
+        """A session for every lane whose handoff says implement and that has none running (none at all
+        once a usage budget is reached, SPEC §17.4)."""
+        if over_budget(self.cs, self.slug, self.batch_id):
+            return
         for h in report["handoffs"]:
             if self.interrupted.is_set():
                 break

@@ -22,6 +22,7 @@ from ..errors import LanesError
 from ..procs import Group
 from ..session import Session
 from ..snapshot import still_delivers
+from .metering import fresh_usage_file, session_ended
 from .occupancy import Busy, Occupancy
 from .progress import flaky_note
 from .prompts import build_prompt, failing_checks
@@ -51,6 +52,7 @@ class Sess:
     delivered: bool = False    # an attempt (or a give-up) exists that this session or its `done` made
     earlier: bool = False      # it waited out the executor a killed run left in the lane, and ran none
     killed: bool = False       # run itself signalled its executor (Ctrl-C, a stop): not a crash
+    usage: dict | None = None  # what the executor reported in its GIT_LANES_USAGE file (SPEC §17.4)
     thread: threading.Thread | None = None
 
 
@@ -168,6 +170,8 @@ class Sessions:
             env = self.env(sess.task_id)
             env["GIT_LANES_PROMPT"] = build_prompt(info, failing_checks(lrec))
             os.makedirs(self.log_dir, exist_ok=True)
+            env["GIT_LANES_USAGE"] = fresh_usage_file(self.log_dir, sess.task_id, sess.n)   # SPEC §17.4
+            started_at = ls.clock()
             with open(sess.log_path, "ab") as log:
                 occ, earlier = self._occupy(ls.git.work.admin_dir(sess.lane_path), log)
                 if occ is None and earlier:
@@ -192,6 +196,7 @@ class Sessions:
                 with self.lock:
                     sess.exit_code = sess.group.reap()   # whatever the executor left running in its group goes
                     sess.reaped = True
+                sess.usage = session_ended(ls, env["GIT_LANES_USAGE"], sess.n, started_at, sess.exit_code)
             if self.interrupted.is_set():
                 sess.outcome = "interrupted"
                 return

@@ -100,7 +100,9 @@ class LaneStore:
         from ..model import LaneRecord
 
         try:
-            return LaneRecord.model_validate(data)
+            if "contract" not in data:   # every build writes it: a record without it is not one
+                raise CorruptRecord(f"lane record {slug}/{task_id}: contract error: contract: Field required")
+            return LaneRecord.model_validate(data, strict=True)   # as stored: no coercion
         except ValidationError as exc:
             raise CorruptRecord(f"lane record {slug}/{task_id}: contract error: {one_line(exc)}") from None
         except (ValueError, TypeError, RecursionError) as exc:

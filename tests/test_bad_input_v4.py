@@ -133,3 +133,20 @@ def test_a_control_character_in_plan_text_is_refused_by_plan_and_never_printed_r
 def test_tabs_and_line_breaks_in_plan_text_are_fine(repo):
     write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"], "goal": "one\\tline\\nand more"}])
     assert _lanes(repo, "plan", "demo").returncode == 0
+
+
+# -- start --worktree that Git cannot create ---------------------------------------------------------------
+
+def test_start_with_a_worktree_git_cannot_create_writes_nothing(repo, tmp_path):
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"]}])
+    gone = tmp_path / "gone"
+    git(repo, "worktree", "add", "-q", "--detach", str(gone))
+    shutil.rmtree(gone)   # registered but missing: `git worktree add` there refuses
+    before = snapshot_state(repo)
+    proc = _lanes(repo, "start", "demo", "--yes", "--worktree", str(gone))
+    assert proc.returncode == 128, proc.stderr
+    assert "worktree add" in proc.stderr and "Traceback" not in proc.stderr
+    assert snapshot_state(repo) == before   # no record, no imm/demo
+    assert not gone.exists()
+    ok = _lanes(repo, "start", "demo", "--yes", "--worktree", str(tmp_path / "fine"))   # and nothing is in the way
+    assert ok.returncode == 0, ok.stderr

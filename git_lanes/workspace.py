@@ -337,6 +337,8 @@ def remove_if_empty(folders: list[str]) -> None:
     for folder in folders:
         try:
             os.rmdir(folder)
+        except FileNotFoundError:
+            continue   # removed already (with the lane's own empty parents)
         except OSError:
             return
 

@@ -150,3 +150,22 @@ def test_start_with_a_worktree_git_cannot_create_writes_nothing(repo, tmp_path):
     assert not gone.exists()
     ok = _lanes(repo, "start", "demo", "--yes", "--worktree", str(tmp_path / "fine"))   # and nothing is in the way
     assert ok.returncode == 0, ok.stderr
+
+
+# -- a provision refused for a failing setup leaves no folder ------------------------------------------------
+
+@pytest.mark.parametrize("where", ["configured-root", "path"])
+def test_a_provision_refused_for_a_failing_setup_leaves_no_empty_folder(repo, tmp_path, where):
+    write_initiative(repo, "demo", [{"id": "a", "scope": ["src/a"]}])
+    git_lanes(repo, "start", "demo", "--yes")
+    git(repo, "config", "lanes.setupCommand", "false")
+    root = tmp_path / "lanes-root"
+    if where == "configured-root":
+        git(repo, "config", "lanes.worktreeRoot", str(root))
+        args = ["provision", "a"]
+    else:
+        args = ["provision", "a", "--path", str(root / "deep" / "a")]
+    proc = _lanes(repo, *args)
+    assert proc.returncode == 1 and "batch_lane_setup_failed" in proc.stderr, proc.stderr
+    assert not root.exists(), list(root.rglob("*"))
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1

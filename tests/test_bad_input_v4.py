@@ -169,3 +169,13 @@ def test_a_provision_refused_for_a_failing_setup_leaves_no_empty_folder(repo, tm
     assert proc.returncode == 1 and "batch_lane_setup_failed" in proc.stderr, proc.stderr
     assert not root.exists(), list(root.rglob("*"))
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_control_characters_in_human_output_are_shown_escaped(capsys):
+    from git_lanes.cli import render
+
+    render.say("goal\x00 with a bell\x07, a return\rand\x9b C1;\ttab\nline\r\n")
+    render.err("error", "nul\x00")
+    out, err = capsys.readouterr()
+    assert out == "goal\\x00 with a bell\\x07, a return\\x0dand\\x9b C1;\ttab\nline\n\n"
+    assert err == "error: nul\\x00\n"

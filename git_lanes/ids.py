@@ -68,14 +68,22 @@ def has_control(text: str) -> bool:
     return any(ord(c) < 32 or ord(c) == 127 for c in text)
 
 
+def scope_entry(entry: str) -> str:
+    """A scope (or `inputs`) entry as it is used: with one leading `./` (after trimming) it means the
+    entry without it (SPEC §2 v4: `./src/a` is `src/a`); any other entry as it is written."""
+    trimmed = entry.strip()
+    return trimmed[2:] if trimmed.startswith("./") else entry
+
+
 def scope_entry_problem(entry: str) -> str | None:
-    """Why `entry` is not a valid scope entry, or None. Judged as it is used: trimmed (SPEC §3)."""
+    """Why `entry` is not a valid scope entry, or None. Judged as it is used: trimmed, one leading
+    `./` stripped (SPEC §2, §3)."""
     if has_control(entry):
         return f"{entry!r} must not contain a control character"
     for char in SCOPE_FORBIDDEN:
         if char in entry:
             return f"{entry!r} must not contain {char!r}"
-    return path_problem(entry.strip(), shown=entry)
+    return path_problem(scope_entry(entry).strip(), shown=entry)
 
 
 def final_check_problem(command: object) -> str | None:

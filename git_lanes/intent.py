@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from .errors import LanesError, usage
 from .intentdoc import DEFAULT_TIMEOUT_S, intent_doc_hash, load_toml  # noqa: F401 (re-exported)
-from .ids import id_problem, path_problem, scope_entry_problem, shell_syntax_problem
+from .ids import id_problem, path_problem, scope_entry, scope_entry_problem, shell_syntax_problem
 
 
 def _valid(value, problem: str | None):
@@ -106,7 +106,7 @@ class Intent(_Strict):
             problem = scope_entry_problem(entry)
             if problem:
                 raise ValueError(f"entry {problem}" if entry.strip() else f"an entry {problem}")
-        return value
+        return [scope_entry(entry) for entry in value]   # `./src/a` is `src/a` (the content hash is the document's)
 
     @field_validator("blocked_by")
     @classmethod

@@ -40,7 +40,32 @@ def load_toml(path: str, data: bytes) -> dict[str, Any]:
         doc = None
     if doc is None or _too_deep(doc):
         raise usage(f"{path}: invalid TOML: nested more than {MAX_DEPTH} levels deep")
+    found = _control(doc)
+    if found is not None:   # (TOML's escapes let one in: "\u0000" would reach commit messages and every session)
+        field, char = found
+        raise usage(f"{path}: {field}: contains the control character U+{ord(char):04X} (only a tab or a line "
+                    "break may appear in plan text)")
     return doc
+
+
+def _is_control(c: str) -> bool:
+    return (ord(c) < 32 and c not in "\t\n") or 127 <= ord(c) < 160
+
+
+def _control(doc: Any, where: str = "") -> tuple[str, str] | None:
+    """(the field, shown with its control characters escaped; the character) of the first key or string
+    of `doc` holding a control character other than a tab or a line break (C0, DEL, C1), or None."""
+    if isinstance(doc, str):
+        bad = next((c for c in doc if _is_control(c)), None)
+        shown = "".join(f"\\x{ord(c):02x}" if _is_control(c) else c for c in where) or "(value)"
+        return (shown, bad) if bad is not None else None
+    items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    for key, value in items:
+        name = f"{where}[{key}]" if isinstance(key, int) else (f"{where}.{key}" if where else str(key))
+        found = (_control(key, name) if isinstance(key, str) else None) or _control(value, name)
+        if found is not None:
+            return found
+    return None
 
 
 def intent_doc_hash(doc: Mapping[str, Any]) -> str:

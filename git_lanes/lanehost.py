@@ -56,7 +56,7 @@ class Presence:
     exists: bool          # a worktree of this repository lives at the path; for a remote lane, its branch
     branch: str | None    # full ref its HEAD is on
     head: str | None
-    lost: str | None = None   # why a remote lane counts as lost although its refs are there
+    lost: str | None = None   # why a lane counts as lost although its refs (or its worktree) are there
 
 
 def remote_timeout(git: "Git") -> int:
@@ -134,7 +134,8 @@ class LocalLanes:
         wt = self.s.worktree_at(path) if path else None
         if wt is None or not os.path.isdir(path):
             return Presence(False, None, None)
-        return Presence(True, wt.branch, wt.head)
+        # a `.git` file pointed elsewhere: Git there would act on (and run the filters of) another repository
+        return Presence(True, wt.branch, wt.head, self.git.foreign(path))
 
     def clean(self, path: str, head: str | None = None) -> bool:
         """`git status` shows nothing. With `head`, a clean answer is remembered for (path, head) in

@@ -162,7 +162,7 @@ def lane_record(session: "Session", slug: str, task_id: str) -> tuple[dict[str, 
     if data is not None:
         where = f"lane record {slug}/{task_id}"
         try:
-            if data.get("contract", LANE_RECORD) != LANE_RECORD:   # another build's: never written over (§6.3)
+            if data.get("contract") != LANE_RECORD:   # another build's: never written over (§6.3)
                 raise _Bad(f"lane.contract: {data.get('contract')!r} is not {LANE_RECORD}")
             for key in ("batch_id", "task_id", "run_id"):
                 _get(data, key, str, "lane")

@@ -75,7 +75,7 @@ CARRIED_OVER = "carried-over"   # the run_id of a carried-over child's stand-in 
 
 
 class Lane(_V3Model):
-    path: str | None          # the worktree's real path; null for a lane in another clone
+    path: Annotated[str, StringConstraints(pattern="^(?:/|$)")] | None   # real (absolute) path; null: other clone
     branch: str
     base_head: Oid
     run_id: str

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .crash import crash_point
-from .errors import refused, usage
+from .errors import LanesError, refused, usage
 from .gitio import BatchBranch, LaneBranch, branch_ref, quote_path, short_branch
 from .ids import MAX_FINAL_CHECKS, check_id, final_check_problem, require_utf8
 from .model import CARRIED_OVER, BatchRecord, Budget, Child, IntentIdentity, Lane, RevisionDelegation
@@ -299,7 +299,8 @@ def start(s: Session, slug: str, o: StartOptions, confirm: Callable[[str], bool]
         record = build_record(s, p)
         if isinstance(answer, dict):   # an MCP client's confirmation says whose it was (SPEC §17.6)
             record.confirmed_by = ConfirmedBy(**answer)
-        tx.write(f"batch {record.batch_id} started", record=record, new_line=True, stamp=False)
+        before = tx.snap.commit if tx.snap else None
+        written = tx.write(f"batch {record.batch_id} started", record=record, new_line=True, stamp=False).commit
     crash_point("record-written")
     git = s.git
     branch = BatchBranch(slug)
@@ -307,7 +308,15 @@ def start(s: Session, slug: str, o: StartOptions, confirm: Callable[[str], bool]
         git.refs.create(branch.ref, p.head, f"git-lanes: start {record.batch_id}")
     crash_point("branch-created")
     if o.worktree:
-        git.work.add(p.coordinator, branch.name)
+        existed = os.path.isdir(p.coordinator)
+        try:
+            git.work.add(p.coordinator, branch.name)
+        except LanesError:   # Git could not create it: nothing of this start stays (record, branch, folder)
+            updates = [(s.batches.ref(slug), before, written)] + ([] if p.continues else [(branch.ref, None, p.head)])
+            git.refs.update(updates, f"git-lanes: start {record.batch_id} undone")
+            if not existed and os.path.isdir(p.coordinator) and not os.listdir(p.coordinator):
+                os.rmdir(p.coordinator)
+            raise
     elif not p.continues:
         git.work.switch(None, branch.name)
     return record

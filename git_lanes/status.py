@@ -111,6 +111,9 @@ def plan_view(s: Session, slug: str, max_parallel: int) -> tuple[dict[str, Any],
     if head is None:
         raise usage("HEAD has no commit yet; the plan is read from HEAD")
     plan = s.plan_at(head, slug)
+    from .workspace import setup_command
+
+    setup_command(s)   # one that could never run is refused here too, as by start and run (SPEC §2 v3)
     differs = bool(s.git.toplevel) and any(e.path.startswith(f".lanes/{slug}/") for e in s.git.status())
     risks = {t.task_id: t.intent.risk for t in plan.tasks if t.intent.risk != "low"}
     doc = plan.to_json(max_parallel)

@@ -15,7 +15,8 @@ from .reasons import meaning
 from .session import Session, lane_branch
 from .store import slug_lock
 from .tick import Outcome, Request, run_tick, status_report
-from .workspace import create_lane, drop_left_branch, missing_folders, remove_if_empty, remove_lane
+from .workspace import (create_lane, default_lane_path, drop_left_branch, missing_folders, remove_if_empty,
+                        remove_lane)
 
 
 def _state_of(report: dict[str, Any], task_id: str) -> str:
@@ -66,7 +67,8 @@ def _provision(s: Session, slug: str, task_id: str, path: str | None) -> Outcome
         raise refused("batch_lane_unknown_child", f"{task_id} has no provision handoff in batch {report['batch_id']} "
                                                   f"(it is {_state_of(report, task_id)})")
     coordinator = s.record(slug).coordinator
-    made = missing_folders(path) if path else []
+    # the folders this provision makes (a configured lanes.worktreeRoot too): a refused one leaves none of them
+    made = missing_folders(path or default_lane_path(s, slug, task_id))
     try:
         target = create_lane(s, slug, task_id, handoff["base_head"], report["batch_id"], path, coordinator=coordinator)
     except BaseException:

@@ -50,7 +50,11 @@ def setup_command(s: "Session") -> str | None:
     cmd = s.git.config_get("lanes.setupCommand")
     if not cmd:
         return None
-    problem = shell_syntax_problem(cmd)
+    try:
+        words = shlex.split(cmd)
+    except ValueError as exc:   # as for a check: it could never run
+        raise usage(f"lanes.setupCommand {cmd!r}: cannot be split into words: {exc}") from None
+    problem = shell_syntax_problem(cmd) or (None if words else "must name a command")
     if problem:
         raise usage(f"lanes.setupCommand {cmd!r}: {problem}")
     return cmd
@@ -386,6 +390,8 @@ def remove_if_empty(folders: list[str]) -> None:
     for folder in folders:
         try:
             os.rmdir(folder)
+        except FileNotFoundError:
+            continue   # removed already (with the lane's own empty parents)
         except OSError:
             return
 

@@ -152,7 +152,7 @@ PLAN_CASES: list[PlanCase] = [
     plan("scope-string", a=good_intent("a", scope="src/a")),
     plan("scope-int-entry", a=good_intent("a", scope=[1])),
     *[plan(f"scope-entry-{i}", a=good_intent("a", scope=[entry])) for i, entry in enumerate(
-        ["", "   ", "/src/a", "src\\a", "./src", "src/./a", "src/../a", "..", ".", "src/{a}", "src/}", "!src",
+        ["", "   ", "/src/a", "src\\a", "././src", "src/./a", "src/../a", "..", ".", "src/{a}", "src/}", "!src",
          "src/a/..", "src//../x", " ../x*", " /abs*", "src/.. ", "src/a\0*", "src/\na"])],
     plan("blocked-by-unknown", b=good_intent("b", blocked_by=["zz"])),
     plan("blocked-by-self", a=good_intent("a", blocked_by=["a"])),

@@ -133,7 +133,7 @@ def test_defaults_are_not_hashed():
     (intent("parser", scope='["/etc"]'), "scope", "absolute"),
     (intent("parser", scope='["src\\\\x"]'), "scope", "\\"),
     (intent("parser", scope='["src/../x"]'), "scope", "'..' segment"),
-    (intent("parser", scope='["./src"]'), "scope", "'.' or '..' segment"),
+    (intent("parser", scope='["././src"]'), "scope", "'.' or '..' segment"),
     (intent("parser", scope='["src/{a,b}"]'), "scope", "'{'"),
     (intent("parser", scope='["src/a}"]'), "scope", "'}'"),
     (intent("parser", scope='["!src"]'), "scope", "'!'"),

@@ -184,8 +184,10 @@ def test_lanes_copy_skips_a_match_git_does_not_ignore_and_a_refused_provision_le
 
 # -- 7. a failing setup fails its provision -------------------------------------------------------------------
 
-SETUP = ("import sys\nfor i in range(8):\n    print(f'step {i}')\nprint()\nprint('npm ERR! missing lockfile', "
-         "file=sys.stderr)\nsys.exit(4)\n")
+# each line flushed as it is printed: one process writing in order into the one pipe both streams share,
+# so the output's order never depends on buffering (PYTHONUNBUFFERED or not) or on the scheduler
+SETUP = ("import sys\nfor i in range(8):\n    print(f'step {i}', flush=True)\nprint(flush=True)\n"
+         "print('npm ERR! missing lockfile', file=sys.stderr, flush=True)\nsys.exit(4)\n")
 
 
 def test_a_failing_setup_fails_the_provision_and_leaves_nothing(repo, tmp_path, hermetic):

@@ -80,12 +80,28 @@ def tick_cmd(slug, offers, instruct, max_parallel, no_receipts, as_json) -> None
     instruction = None
     if instruct is not None:
         try:
-            value = json.loads(instruct)
+            value = json.loads(instruct, object_pairs_hook=_unique_keys)
+        except _DuplicateKey as exc:
+            raise usage(f"invalid --instruct: duplicate key {exc.args[0]!r} (which one is meant?)") from None
         except (ValueError, RecursionError) as exc:
             raise usage(f"invalid --instruct: not JSON ({exc})") from None
         instruction = parse_instruction(value)
     render.outcome(run_tick(s, slug, Request(offers=parsed_offers, instruction=instruction,
                                              max_parallel=max_parallel, receipts=not no_receipts)), as_json)
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object whose keys are all different (`json` would keep the last of two silently)."""
+    seen: dict[str, object] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
 
 
 def _view(name: str, slug: str | None, *args):

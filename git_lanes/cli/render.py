@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 _CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1a\x1c-\x1f\x7f-\x9f]")   # C0 but tab, line feed and ESC; DEL; C1
 
 
 _emitted = False   # whether this command printed its JSON document already (`failure` prints none then)
@@ -31,6 +32,8 @@ def echo(text: str, err: bool = False) -> None:
         return
     if "\x1b" in text and not _isatty(stream):
         text = _CSI.sub("", text)
+    if _CONTROL.search(text):   # a NUL, a bell, a carriage return from data is shown, never obeyed
+        text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace("\r\n", "\n"))
     stream.write(text + "\n")
     stream.flush()
 

@@ -99,10 +99,51 @@ class Git:
             run_cwd = cwd
         argv += args
         data = input.encode("utf-8", "surrogateescape") if isinstance(input, str) else input
-        proc = spawn(argv, run_cwd, dict(env) if env is not None else self.env, data)
+        foreign = self.foreign(cwd) if cwd is not None else None
+        if foreign is not None:   # never run: as if Git had failed there
+            proc = subprocess.CompletedProcess(argv, 128, b"", f"fatal: {foreign}".encode("utf-8", "replace"))
+        else:
+            proc = spawn(argv, run_cwd, dict(env) if env is not None else self.env, data)
         if check and proc.returncode != 0:
             raise GitError(argv, proc.returncode, proc.stderr.decode("utf-8", "replace"))
         return proc
+
+    def foreign(self, worktree: str) -> str | None:
+        """Why Git run in `worktree` would not act on this repository (None: it would). A lane writes
+        its own `.git` file: pointed at a repository it made, Git would run that repository's filters
+        with the coordinator's environment (docs/security.md), so git-lanes runs nothing there. Read
+        with no process: this worktree itself, the main one (`.git` is the common dir) or a linked one
+        whose admin folder is under `<common dir>/worktrees/` and names the common dir back."""
+        real = os.path.realpath(worktree)
+        if self.toplevel is not None and real == self._real_top:
+            return None
+        common = self._real_common
+        dot_git = os.path.join(real, ".git")
+        try:
+            if os.path.isdir(dot_git) and not os.path.islink(dot_git):
+                if os.path.realpath(dot_git) == common:
+                    return None
+            else:
+                with open(dot_git, "rb") as fh:
+                    first = fh.readline().rstrip(b"\r\n").decode("utf-8", "surrogateescape")
+                if first.startswith("gitdir: "):
+                    admin = os.path.realpath(os.path.join(real, first[len("gitdir: "):]))
+                    with open(os.path.join(admin, "commondir"), "rb") as fh:
+                        named = fh.read().strip().decode("utf-8", "surrogateescape")
+                    if os.path.dirname(admin) == os.path.join(common, "worktrees") and \
+                            os.path.realpath(os.path.join(admin, named)) == common:
+                        return None
+        except (OSError, ValueError):
+            pass
+        return f"{worktree}: its .git does not lead to this repository ({self.common_dir}): git-lanes runs no Git command there"
+
+    @cached_property
+    def _real_top(self) -> str:
+        return os.path.realpath(self.toplevel or "")
+
+    @cached_property
+    def _real_common(self) -> str:
+        return os.path.realpath(self.common_dir)
 
     def out(self, *args: str, cwd: str | None = None, input: bytes | str | None = None) -> str:
         """Stdout of a successful git call as text, without the trailing newline."""

@@ -154,6 +154,18 @@ class Refs:
             return value if is_oid(value) else None
         return None
 
+    def garbage(self, ref: str) -> str | None:
+        """What a loose ref's file holds when it names neither an object id nor another ref (a tampered
+        ref: Git calls it broken and skips it), shown short; None otherwise."""
+        if ".." in ref or ref.startswith("/") or "\0" in ref or self.resolve(ref) is not None:
+            return None
+        try:
+            with open(os.path.join(self.git.common_dir, *ref.split("/")), "rb") as fh:
+                data = fh.read(64)
+        except OSError:
+            return None
+        return None if data.startswith(b"ref: ") else repr(data.strip()[:40].decode("ascii", "replace"))
+
     def packed(self) -> dict[str, str]:
         """{ref: oid} of `packed-refs`, read again only when the file changed."""
         path = os.path.join(self.git.common_dir, "packed-refs")

@@ -5,9 +5,11 @@ must see what another process did meanwhile takes a new one (after taking its lo
 delivery snapshot stages into a copy of the worktree's index, so the executor's own index is
 never touched.
 
-Every call that reads or writes a working tree undoes the filter drivers (clean, smudge, process)
-a worktree's own `config.worktree` sets, so one planted in a lane never runs in a coordinator's
-command (docs/security.md); a stale `index.lock` a killed process left is removed (60 s).
+Every call that reads or writes a working tree undoes the drivers (filters, textconv, diff and
+merge drivers) a worktree's own `config.worktree` sets, includes followed (`drivers.py`), so one
+planted in a lane never runs in a coordinator's command (docs/security.md); `Git.run` runs
+nothing in a worktree whose `.git` leads elsewhere; a stale `index.lock` a killed process left is
+removed (60 s).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Iterable, NamedTuple, Sequence
 
+from .drivers import drivers_off
 from .indexes import Indexes
 from .process import STALE_AFTER, GitError, LockWait, is_oid, locked_path
 
@@ -152,25 +155,11 @@ def _derived(old: tuple[_Seen, ...], admins: dict[str, Worktree], new: tuple[_Se
 class WorkingTrees(Indexes):
     def __init__(self, git: "Git") -> None:
         self.git = git
-        self._neutral: dict[str, list[str]] = {}
 
     def _filters_off(self, worktree: str | None) -> list[str]:
-        """`-c` settings undoing what `worktree`'s own `config.worktree` sets of filter drivers (a lane's
-        would run code in the coordinator's tick): back to the shared value, or off. The other drivers
-        (Git LFS) run as for Git: without them a delivery is not the tree `git add` makes."""
-        key = worktree or ""
-        if key not in self._neutral:
-            undo: list[str] = []
-            if worktree and self.git.config_bool("extensions.worktreeConfig", False):
-                own = os.path.join(os.path.dirname(self.index_path(worktree)), "config.worktree")
-                if os.path.isfile(own):
-                    proc = self.git.run("config", "-f", own, "--name-only", "-l", "-z", check=False, safe=False)
-                    names = set(proc.stdout.decode("utf-8", "surrogateescape").split("\0")) - {""}
-                    for name in sorted(n for n in names if n.startswith("filter.") and n.count(".") >= 2):
-                        off = "false" if name.endswith(".required") else ""
-                        undo += ["-c", f"{name}={self.git.config_get(name, off)}"]
-            self._neutral[key] = undo
-        return self._neutral[key]
+        """`-c` settings undoing every driver the worktree's own configuration sets (`drivers.py`)."""
+        admin = self.admin_dir(worktree) if worktree else None
+        return drivers_off(self.git, worktree, admin) if worktree and admin else []
 
     def _run(self, *args: str, cwd: str | None = None, env=None, input: bytes | None = None, check: bool = True):
         """`git ARGS` in a working tree: a lane's filters undone, a stale index.lock removed (a young one waits)."""
@@ -335,6 +324,7 @@ class WorkingTrees(Indexes):
         args = ("worktree", "remove", *flags, "--end-of-options", path)
         if force and os.path.isdir(path) and not _gitfile(path):
             shutil.rmtree(path)   # killed half-way, its `.git` file gone or half written: Git cannot check it
+        args = (*self._filters_off(path), *args)   # Git checks the worktree's files (a `git status` there) first
         proc = self._run(*args, check=False)
         if proc.returncode != 0 and force and b"validation failed" in proc.stderr and os.path.isdir(path):
             shutil.rmtree(path)   # its metadata half written (a killed add): Git cannot check it either

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from ..checks import split_command
 from ..errors import ExitCode, LanesError, usage
 from ..gitio import BatchBranch
-from ..ids import check_id
+from ..ids import check_id, shell_syntax_problem
 from ..procs import kill_all, stopping
 from ..session import Session
 from ..store import run_lock
@@ -174,6 +174,10 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
     check_id(slug, "slug")
     argv = split_command(executor)
     corrector_argv = split_command(corrector) if corrector is not None else None
+    for option, command in (("--executor", executor), ("--corrector", corrector)):
+        problem = shell_syntax_problem(command) if command is not None else None
+        if problem:   # run without a shell, as checks are (SPEC §2.1)
+            raise usage(f"{option} {command!r}: {problem}")
     for option, words in (("--executor", argv), ("--corrector", corrector_argv)):
         # a bare name is looked up on PATH now; a path runs relative to the lane, so it is left to the lane
         if words and os.sep not in words[0] and shutil.which(words[0]) is None:

@@ -20,8 +20,10 @@ from ..checks import child_env, failure_line, status_text
 from ..crash import crash_point
 from ..errors import LanesError
 from ..procs import Group
+from ..redact import secret_values
 from ..session import Session
 from ..snapshot import still_delivers
+from .logpipe import RedactedLog
 from .metering import fresh_usage_file, session_ended
 from .occupancy import Busy, Occupancy
 from .progress import flaky_note
@@ -158,6 +160,7 @@ class Sessions:
     def _main(self, sess: Sess) -> None:
         """Thread: prompt, executor, wait, then `done` unless the executor delivered itself."""
         occ = None
+        pipe: RedactedLog | None = None
         try:
             from ..laneside import task_info
 
@@ -183,8 +186,15 @@ class Sessions:
                         return
                     try:
                         if not earlier:   # the executor inherits the lane's session lock (`occupancy`)
-                            sess.group = Group(self.argv, cwd=sess.lane_path, env=env, stdout=log,
-                                               pass_fds=(occ.fd,) if occ else ())
+                            secrets = secret_values(env)   # its output is redacted as it is logged (§17.6)
+                            pipe = RedactedLog(sess.log_path, secrets) if secrets else None
+                            try:
+                                sess.group = Group(self.argv, cwd=sess.lane_path, env=env,
+                                                   stdout=pipe.write_fd if pipe else log,
+                                                   pass_fds=(occ.fd,) if occ else ())
+                            finally:
+                                if pipe is not None:
+                                    pipe.started()
                     except OSError as exc:
                         log.write(f"git-lanes: cannot run the executor: {exc}\n".encode())
                         sess.outcome = f"error: cannot run the executor: {exc.strerror or exc}"
@@ -196,6 +206,8 @@ class Sessions:
                 with self.lock:
                     sess.exit_code = sess.group.reap()   # whatever the executor left running in its group goes
                     sess.reaped = True
+                if pipe is not None:
+                    pipe.join(5.0)   # the last of its output logged
                 sess.usage = session_ended(ls, env["GIT_LANES_USAGE"], sess.n, started_at, sess.exit_code)
             if self.interrupted.is_set():
                 sess.outcome = "interrupted"

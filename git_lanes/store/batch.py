@@ -31,6 +31,25 @@ def _blob_id(data: bytes) -> str:
     return sha1_hex(b"blob %d\0" % len(data) + data)
 
 
+_COMMITS: set[str] = set()   # base heads found to be commits (an object never changes kind)
+_REGULAR: set[str] = set()   # record trees found to hold only folders and regular files
+
+
+def _regular_files(odb, tree: str, where: str) -> None:
+    """A record's tree holds folders and regular files only: a symbolic link, an executable or a
+    submodule entry is a tampered record (LanesError naming it)."""
+    if tree in _REGULAR:
+        return
+    for entry in odb.entries(tree):
+        if entry.mode == 0o040000:
+            _regular_files(odb, entry.oid, f"{where}{entry.name}/")
+        elif entry.mode != 0o100644:
+            raise LanesError(f"{where}{entry.name} has mode {entry.mode:06o}, not a regular file (100644)")
+    if len(_REGULAR) >= 4096:
+        _REGULAR.clear()
+    _REGULAR.add(tree)
+
+
 class Snapshot:
     """A record as read, with what a compare-and-swap write needs. A transaction changes `record` in
     place: what the write compares against (the blobs, the commits it referred to) is kept here."""
@@ -70,6 +89,11 @@ class BatchStore:
             return None
         tip, tree, blobs, files = found
         record = record_from_files(files, f" of {slug} at {tip}")
+        kind = self.git.odb.kind(record.base_head) if record.base_head not in _COMMITS else "commit"
+        if kind not in (None, "commit"):   # (absent: a clone that has not fetched the batch branch yet)
+            raise CorruptRecord(f"corrupt batch record of {slug} at {tip}: base_head: {record.base_head} is a "
+                                f"{kind}, not a commit")
+        _COMMITS.add(record.base_head)
         return Snapshot(record=record, commit=tip, tree=tree, blobs=blobs)
 
     def files(self, slug: str, commit: str | None = None, wanted: Callable[[str], bool] | None = None
@@ -78,10 +102,15 @@ class BatchStore:
         the one at `commit`), only the files `wanted` keeps read; None when there is none."""
         tip = commit or self.git.refs.resolve(self.ref(slug))
         if tip is None:
+            broken = self.git.refs.garbage(self.ref(slug)) if commit is None else None
+            if broken is not None:   # a tampered ref is a corrupt record, not "no batch"
+                raise CorruptRecord(f"corrupt batch record of {slug}: {self.ref(slug)} holds {broken}, "
+                                    "not an object id")
             return None
         odb = self.git.odb
         try:
             tree = odb.commit(tip).tree
+            _regular_files(odb, tree, "")
             blobs = odb.flat(tree)
             files = {path: odb.blob(oid) for path, oid in blobs.items() if wanted is None or wanted(path)}
         except LanesError as exc:

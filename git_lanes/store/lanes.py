@@ -25,6 +25,12 @@ STATE_AUTHOR = "git-lanes <git-lanes@localhost>"
 _PARSED: dict[str, "LaneRecord"] = {}     # state commit -> the record it holds (a commit never changes)
 
 
+def _shape(data: Any) -> str:
+    """What a JSON value is, in words (`an array`, `a string`, …)."""
+    names = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return names.get(type(data), "null" if data is None else "another value")
+
+
 class LaneStore:
     def __init__(self, git: "Git") -> None:
         self.git = git
@@ -65,11 +71,14 @@ class LaneStore:
             tree = odb.commit(tip).tree
             entries = {e.name: e for e in odb.entries(tree)}
             data = json.loads(odb.blob(entries["lane.json"].oid))
-            if not isinstance(data, dict):
-                raise ValueError("lane.json is not a JSON object")
+            if not isinstance(data, dict):   # JSON of another shape: a record this build cannot read (§6.3)
+                raise CorruptRecord(f"lane record {slug}/{task_id}: contract error: lane.json is "
+                                    f"{_shape(data)}, not a JSON object")
             attempts = entries.get("attempts")
             data["qa_attempts"] = [json.loads(odb.blob(e.oid))
                                    for e in sorted(odb.entries(attempts.oid), key=lambda e: e.name)] if attempts else []
+        except CorruptRecord:
+            raise
         except (KeyError, ValueError, TypeError, RecursionError, LanesError) as exc:
             detail = exc.detail if isinstance(exc, LanesError) else one_line(exc)
             raise CorruptRecord(f"lane record {slug}/{task_id}: unreadable: {detail}") from None
@@ -91,7 +100,9 @@ class LaneStore:
         from ..model import LaneRecord
 
         try:
-            return LaneRecord.model_validate(data)
+            if "contract" not in data:   # every build writes it: a record without it is not one
+                raise CorruptRecord(f"lane record {slug}/{task_id}: contract error: contract: Field required")
+            return LaneRecord.model_validate(data, strict=True)   # as stored: no coercion
         except ValidationError as exc:
             raise CorruptRecord(f"lane record {slug}/{task_id}: contract error: {one_line(exc)}") from None
         except (ValueError, TypeError, RecursionError) as exc:

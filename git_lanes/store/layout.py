@@ -18,6 +18,7 @@ from ..canonical import canonical_json
 from ..digests import sha1_hex
 from ..errors import ExitCode, LanesError
 
+STORED = ("contract", "batch_state")   # in every batch.json any build wrote (SPEC §4)
 LISTS = ("adopted_heads", "restores", "interventions", "revisions", "reviews", "reseals", "archived_lanes")
 BUCKET = 256
 
@@ -81,6 +82,16 @@ def _object(raw: bytes, path: str) -> dict[str, Any]:
     return value
 
 
+def _in_order(items: list[tuple[Any, Any]], what: str) -> list[tuple[int, Any]]:
+    """`items` (index, value) sorted by index, when the indexes are exactly 0..n-1 (a gap or a
+    duplicate is a tampered record, never closed up)."""
+    ordered = sorted(items, key=lambda p: p[0] if isinstance(p[0], int) and not isinstance(p[0], bool) else -1)
+    indexes = [i for i, _ in ordered]
+    if indexes != list(range(len(ordered))):
+        raise ValueError(f"the indexes of {what} are {indexes[:8]}, not 0..{len(ordered) - 1}")
+    return ordered
+
+
 def record_data(files: dict[str, bytes]) -> dict[str, Any]:
     """The record's fields as one document (to validate), from its files; a corrupt one names the file
     and what is wrong with it."""
@@ -97,19 +108,36 @@ def record_data(files: dict[str, bytes]) -> dict[str, Any]:
             top = path.split("/", 1)[0]
             if top == "children":
                 item = _object(raw, path)
-                children.append((int(item.pop("index")), item))
+                index = item.pop("index")
+                if "state" not in item:   # every build writes it: never defaulted to pending
+                    raise KeyError("state")
+                if path != f"children/{shard(str(item['task_id']))}/{item['task_id']}.json":
+                    raise ValueError(f"holds child {item['task_id']!r}")
+                children.append((index, item))
             elif top == "identities":
                 item = _object(raw, path)
+                if path != f"identities/{shard(str(item['task_id']))}/{item['task_id']}.json":
+                    raise ValueError(f"holds the identity of {item['task_id']!r}")
                 identities[str(item["task_id"])] = item
             elif top in lists:
                 lists[top].append((int(path.rsplit("/", 1)[1].split(".")[0]), json.loads(raw)))
-        data["children"] = [c for _, c in sorted(children, key=lambda p: p[0])]
+        where = "children"
+        data["children"] = [c for _, c in _in_order(children, "children/<2 hex>/<task>.json")]
         data["intent_identities"] = identities
         for name, items in lists.items():
-            data[name] = [v for _, v in sorted(items, key=lambda p: p[0])]
+            where = name
+            ordered = _in_order(items, f"{name}/<bucket>/<index>.json")
+            for index, _ in ordered:
+                if f"{name}/{index // BUCKET:04d}/{index:06d}.json" not in files:
+                    raise ValueError(f"entry {index} is not at {name}/{index // BUCKET:04d}/{index:06d}.json")
+            data[name] = [v for _, v in ordered]
         where = "final_verification.json"
         if "final_verification.json" in files:
             data["final_verification"] = _object(files["final_verification.json"], "final_verification.json")
+        where = "batch.json"
+        for key in STORED:   # fields every build writes: a record without them is not one, never defaulted
+            if key not in data:
+                raise KeyError(key)
         return data
     except KeyError as exc:
         raise CorruptRecord(f"corrupt batch record: {where}: missing field {exc.args[0]}") from None
@@ -123,6 +151,6 @@ def record_from_files(files: dict[str, bytes], where: str = ""):
 
     data = record_data(files)
     try:
-        return BatchRecord.model_validate(data)
+        return BatchRecord.model_validate(data, strict=True)   # as stored: no coercion ("1" is not 1)
     except (ValueError, TypeError, RecursionError) as exc:
         raise CorruptRecord(f"corrupt batch record{where}: {one_line(exc)}") from None

@@ -36,7 +36,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from ..errors import refused
+from ..errors import ExitCode, LanesError, refused
 from ..ids import check_id
 
 if TYPE_CHECKING:
@@ -110,11 +110,21 @@ def flock_all(paths: list[str], timeout: float, busy: str) -> Iterator[None]:
         yield
 
 
+def _open_lock(path: str) -> int:
+    """The lock file at `path`, opened (its folders and itself created if missing); a file where a
+    folder belongs (`lanes/locks` replaced by a file), a symbolic link or no permission is one fatal
+    error naming the path, never a traceback."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise LanesError(f"cannot open the lock file {path}: {exc.strerror or exc}", exit_code=ExitCode.FATAL) from None
+
+
 @contextmanager
 def flock(path: str, timeout: float, busy: str) -> Iterator[None]:
     """Hold an exclusive `flock` on `path` (created if missing), or raise `batch_busy: <busy>`."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = _open_lock(path)
     try:
         deadline = time.monotonic() + timeout
         poll = FIRST_POLL
@@ -151,8 +161,7 @@ class Held:
 
 def flock_try(path: str) -> Held | None:
     """Take the `flock` on `path` (created if missing) without waiting; None when someone holds it."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd = _open_lock(path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -167,7 +176,7 @@ def is_held(path: str) -> bool:
     """Whether some process holds the `flock` on `path` now (without waiting)."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

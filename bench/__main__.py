@@ -21,7 +21,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import integration, realistic, run, startup, state
+from . import integration, realistic, run, startup, state, verification
 from .common import BenchError, Result, World
 
 
@@ -42,6 +42,10 @@ FAMILIES = (
     Family("makespan", ("run_makespan",), run.measure_makespan),
     Family("shared", ("shared_slow_check",), run.measure_shared),
     Family("realistic", ("realistic_batch",), realistic.measure),
+    Family("verify_once", ("verify_once",), verification.verify_once),
+    Family("realistic_v4", ("realistic_v4_speedup", "realistic_inputs_speedup"), verification.realistic_speedups),
+    Family("landing", ("landing_inputs", "landing_inputs_trusted"), verification.landing),
+    Family("parallel_landing", ("parallel_landing",), verification.parallel_landing),
 )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Sequence
 
-from .checks import MISSING_EXIT_CODE, CheckResult, run_command
+from .checks import MISSING_EXIT_CODE, CheckResult, run_command, told
 
 if TYPE_CHECKING:
     from .receipts import Receipts
@@ -135,6 +135,7 @@ def execute_all(specs: Sequence[Spec], *, cwd: str, env_of: Callable[[Spec], Map
         result = execute(spec, cwd=cwd, env=env_of(spec), tree=tree, book=book, retries=retries,
                          before_retry=before_retry)
         results.append(result)
+        told(len(results), result)   # an MCP call's progress notification (SPEC §17.6)
         if fail_fast and not result.passed:
             break
     return results

@@ -169,10 +169,15 @@ def run_checks(items: Iterable[tuple[str, str, float]], *, cwd, env: Mapping[str
     results = []
     for check_id, command, timeout in items:
         results.append(run_command(check_id, command, cwd=cwd, env=env, timeout=timeout))
-        watcher = getattr(_WATCH, "fn", None)
-        if watcher is not None:
-            watcher(len(results), results[-1])
+        told(len(results), results[-1])
     return results
+
+
+def told(n: int, result: CheckResult) -> None:
+    """Tell this thread's watcher (`watching`) that its `n`th check ended with `result`."""
+    watcher = getattr(_WATCH, "fn", None)
+    if watcher is not None:
+        watcher(n, result)
 
 
 _WATCH = threading.local()

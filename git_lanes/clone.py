@@ -14,9 +14,24 @@ def clone_id(git: "Git", create: bool = False) -> str | None:
     value = git.config_get("lanes.cloneId")
     if value or not create:
         return value or None
+    import time
     import uuid
 
-    git.config_write("lanes.cloneId", uuid.uuid4().hex[:16])
+    from .gitio import GitError
+
+    for attempt in range(50):   # two commands of this clone may make it at once: `config.lock` is held
+        try:
+            git.config_write("lanes.cloneId", uuid.uuid4().hex[:16])
+        except GitError:
+            if attempt == 49:
+                raise
+            time.sleep(0.05 + attempt * 0.01)
+            git.__dict__.pop("config", None)   # the other one's, once written
+            value = git.config_get("lanes.cloneId")
+            if value:
+                return value
+            continue
+        break
     return git.config_get("lanes.cloneId")
 
 

@@ -14,6 +14,8 @@ from . import render
 FAST = {
     ("task",): ("task", {}), ("task", "--json"): ("task", {"as_json": True}),
     ("done",): ("done", {}), ("done", "--json"): ("done", {"as_json": True}),
+    ("done", "--retry"): ("done", {"retry": True}), ("done", "--json", "--retry"): ("done", {"as_json": True, "retry": True}),
+    ("done", "--retry", "--json"): ("done", {"as_json": True, "retry": True}),
     ("inbox",): ("inbox", {}), ("inbox", "--json"): ("inbox", {"as_json": True}),
     ("inbox", "--ack"): ("inbox", {"ack": True}),
     ("inbox", "--ack", "--json"): ("inbox", {"ack": True, "as_json": True}),

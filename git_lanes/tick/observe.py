@@ -116,7 +116,8 @@ def view_lane(t: TickState, child: "Child") -> LaneView | None:
     """Read the lane's record; None (after parking the child) when the lane cannot be observed."""
     lane = child.lane
     where = t.lanes.presence(lane, batch_timeout(t.git, t.record) if t.req.heartbeats else 0)
-    if where.lost and restart_lost(t, child, where.lost):
+    if where.lost and lane.remote is not None and where.lost.startswith("no heartbeat") \
+            and restart_lost(t, child, where.lost):   # only a remote lane's machine heals (SPEC §17.2)
         return None
     if not where.exists or where.branch != branch_ref(lane.branch) or where.lost:
         t.park(child, f"batch_lane_lost: {where.lost}" if where.lost else "batch_lane_lost")

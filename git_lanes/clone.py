@@ -14,24 +14,27 @@ def clone_id(git: "Git", create: bool = False) -> str | None:
     value = git.config_get("lanes.cloneId")
     if value or not create:
         return value or None
+    import os
     import time
     import uuid
 
     from .gitio import GitError
+    from .store.locks import flock, lock_dir
 
-    for attempt in range(50):   # two commands of this clone may make it at once: `config.lock` is held
-        try:
-            git.config_write("lanes.cloneId", uuid.uuid4().hex[:16])
-        except GitError:
-            if attempt == 49:
-                raise
-            time.sleep(0.05 + attempt * 0.01)
-            git.__dict__.pop("config", None)   # the other one's, once written
+    # Several commands of this clone may need it first at once (`run`'s dones and verifiers): one makes
+    # it, under the `receipts` lock (nothing else is held when an id is first needed), the others read it.
+    with flock(os.path.join(lock_dir(git), "receipts"), 30, "another git-lanes command is making lanes.cloneId"):
+        for attempt in range(50):
+            git.__dict__.pop("config", None)   # another process's, once written
             value = git.config_get("lanes.cloneId")
             if value:
                 return value
-            continue
-        break
+            try:
+                git.config_write("lanes.cloneId", uuid.uuid4().hex[:16])
+            except GitError:   # `config.lock` held by another Git command: wait for it
+                if attempt == 49:
+                    raise
+                time.sleep(0.05)
     return git.config_get("lanes.cloneId")
 
 

@@ -321,16 +321,17 @@ def waves(n: int, parallel: int) -> int:
     return math.ceil(n / parallel)
 
 
-def run_batch(world: World, repo: Path, slug: str, executor: str, parallel: int) -> tuple[Sample, dict[str, Any]]:
+def run_batch(world: World, repo: Path, slug: str, executor: str, parallel: int, extra: Sequence[str] = (),
+              env: dict[str, str] | None = None) -> tuple[Sample, dict[str, Any]]:
     """`git-lanes run SLUG --executor EXECUTOR --max-parallel P --yes --json`, timed; it must complete."""
     with Clock() as c:
         proc = world.run([*lanes_entry(), "run", slug, "--executor", executor, "--max-parallel", str(parallel),
-                          "--yes", "--json"], repo, check=False)
+                          *extra, "--yes", "--json"], repo, check=False, env=env)
     try:
         report = json.loads(proc.stdout)
     except ValueError:
         report = {}
     if proc.returncode != 0 or report.get("batch_state") != "completed":
-        raise BenchError(f"git lanes run ended {report.get('batch_state')} (exit {proc.returncode}): "
+        raise BenchError(f"git lanes run {' '.join(extra)} ended {report.get('batch_state')} (exit {proc.returncode}): "
                          f"{report.get('reason')} {proc.stderr.strip()[-1500:]}")
     return c.sample, report

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from . import realistic
-from .common import (BenchError, Clock, Result, Task, World, critical_path, initiative_files, lanes_entry,
-                     make_repo, spread, write)
+from .common import (BenchError, Result, Task, World, critical_path, initiative_files, make_repo, run_batch, spread,
+                     write)
 
 V3 = ("--verify-window", "1", "--no-receipts")
 
@@ -56,17 +56,8 @@ SHIM = textwrap.dedent('''\
 def _run(world: World, repo: Path, slug: str, executor: str, parallel: int, extra: tuple[str, ...] = (),
          env: dict[str, str] | None = None) -> tuple[float, dict[str, Any]]:
     """`git-lanes run` to completion: (wall seconds, report)."""
-    with Clock() as c:
-        proc = world.run([*lanes_entry(), "run", slug, "--executor", executor, "--max-parallel", str(parallel),
-                          *extra, "--yes", "--json"], repo, check=False, env=env)
-    try:
-        report = json.loads(proc.stdout)
-    except ValueError:
-        report = {}
-    if proc.returncode != 0 or report.get("batch_state") != "completed":
-        raise BenchError(f"git lanes run {' '.join(extra)} ended {report.get('batch_state')} (exit "
-                         f"{proc.returncode}): {report.get('reason')} {proc.stderr.strip()[-1500:]}")
-    return c.sample.wall, report
+    sample, report = run_batch(world, repo, slug, executor, parallel, extra, env)
+    return sample.wall, report
 
 
 # -- the realistic batch, three ways ------------------------------------------------------------------

@@ -13,6 +13,7 @@ the rules of where they may stand (`usable`), and writes the passes it was given
 from __future__ import annotations
 
 import json
+import os
 from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 from .canonical import canonical_json
@@ -212,8 +213,18 @@ class Receipts:
             value: Any = self._inputs[cache]
         else:
             value = tree
-        digest = env_digest(env, self.extra_names, output, None if self.share else self.clone)
+        digest = env_digest(self._without_git_path(env), self.extra_names, output, None if self.share else self.clone)
         return Key(key_of(argv, value, digest), list(argv), value, digest)
+
+    def _without_git_path(self, env: Mapping[str, str]) -> Mapping[str, str]:
+        """`env` with Git's exec path taken off the front of PATH: `git lanes done` (Git prepends it) and
+        `git-lanes run`'s own checks get the same PATH otherwise, and a receipt must not tell them apart."""
+        parts = (env.get("PATH") or "").split(os.pathsep)
+        if not parts or not parts[0] or os.path.realpath(parts[0]) != self.git.exec_path:
+            return env
+        while parts and parts[0] and os.path.realpath(parts[0]) == self.git.exec_path:
+            parts.pop(0)
+        return {**env, "PATH": os.pathsep.join(parts)}
 
     # -- look-up and write ---------------------------------------------------------------------------
 

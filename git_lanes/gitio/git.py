@@ -138,6 +138,11 @@ class Git:
         return f"{worktree}: its .git does not lead to this repository ({self.common_dir}): git-lanes runs no Git command there"
 
     @cached_property
+    def exec_path(self) -> str:
+        """`git --exec-path` (real path): Git puts it first on PATH for the `git lanes` it runs."""
+        return os.path.realpath(self.out("--exec-path"))
+
+    @cached_property
     def _real_top(self) -> str:
         return os.path.realpath(self.toplevel or "")
 

@@ -86,7 +86,7 @@ def execute(spec: Spec, *, cwd: str, env: Mapping[str, str], tree: str, book: "R
             argv = None
         key = book.key(argv, spec.inputs, tree, cwd=cwd, env=env) if argv else None
     if key is None:
-        return _run(spec, cwd=cwd, env=env, tree=tree, retries=retries, before_retry=before_retry)
+        return _run(spec, cwd=cwd, env=env, retries=retries, before_retry=before_retry)
     hit = book.lookup(key)
     if hit is not None:
         return CheckResult(spec.id, spec.command, 0, None, True, hit["duration_ms"], hit["output_tail"],
@@ -101,7 +101,7 @@ def execute(spec: Spec, *, cwd: str, env: Mapping[str, str], tree: str, book: "R
         run, mine = _join(book.where, key.key)   # it failed (a failure always runs again) or is gone
     result = None
     try:
-        result = _run(spec, cwd=cwd, env=env, tree=tree, retries=retries, before_retry=before_retry)
+        result = _run(spec, cwd=cwd, env=env, retries=retries, before_retry=before_retry)
         if result.passed and not result.flaky:
             book.add(key, result, tree=tree, task_id=spec.task)
         return result
@@ -110,7 +110,7 @@ def execute(spec: Spec, *, cwd: str, env: Mapping[str, str], tree: str, book: "R
             _leave(book.where, key.key, run, result)
 
 
-def _run(spec: Spec, *, cwd: str, env: Mapping[str, str], tree: str, retries: int,
+def _run(spec: Spec, *, cwd: str, env: Mapping[str, str], retries: int,
          before_retry: Callable[[], None] | None) -> CheckResult:
     """Run `spec`, retried up to `retries` times after a failure that may be flaky (SPEC §8.8)."""
     result = run_command(spec.id, spec.command, cwd=cwd, env=env, timeout=spec.timeout, argv=spec.argv)

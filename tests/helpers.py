@@ -112,9 +112,9 @@ def forge_passed_attempt(lane: Path) -> None:
     """A lane is untrusted: it may write its own record with any tool, past `done`'s own scope check
     (SPEC v3 §5). Record a passed attempt of the lane's delivery by hand, as such a lane would, so that
     the gate's rules can be tested on deliveries `done` refuses."""
-    from git_lanes.laneside import LaneContext
-    from git_lanes.session import Session
-    from git_lanes.snapshot import snapshot_tree
+    from git_lanes.lane.side import LaneContext
+    from git_lanes.domain.session import Session
+    from git_lanes.domain.snapshot import snapshot_tree
 
     s = Session(cwd=str(lane))
     ctx = LaneContext.load(s)

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from ergonomics_helpers import run, started_batch
 
-from git_lanes.aliases import ALIASES, RECORD_KEY
+from git_lanes.surface.aliases import ALIASES, RECORD_KEY
 
 
 def git_config(repo, *args, check=True):

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from git_lanes.audit import audit
-from git_lanes.errors import LanesError
-from git_lanes.session import Session
+from git_lanes.batch.audit import audit
+from git_lanes.core.errors import LanesError
+from git_lanes.domain.session import Session
 from test_leaks import child, cli, cli_json, finish, make_batch, provision
 
 

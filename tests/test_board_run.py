@@ -38,7 +38,7 @@ def parked(tmp_path, executor):  # noqa: F811
     proc = run(root, "drv", executor, "--max-parallel", "3", "--qa-failure-limit", "1",
                env={"EXEC_GIVE_UP": "stuck", "EXEC_FAIL_FIRST": "fix"})
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    from git_lanes.session import Session
+    from git_lanes.domain.session import Session
 
     s = Session(cwd=str(root))
     data, tip = s.lanes.read_data("drv", "ok")
@@ -217,7 +217,7 @@ def test_a_restarted_child_keeps_its_earlier_lanes_in_the_numbers(parked):
     """`resume --restart` archives the lane (its record's tip kept in `archived_lanes[]`): the attempts and
     sessions of that earlier lane still count, before the new lane's."""
     root = parked
-    from git_lanes.session import Session
+    from git_lanes.domain.session import Session
 
     s = Session(cwd=str(root))
     data, tip = s.lanes.read_data("drv", "stuck")

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from git_lanes.checks import (CheckResult, child_env, run_checks, run_command, split_command,
-                              validate_final_check)
-from git_lanes.errors import ExitCode, LanesError
+from git_lanes.domain.checks import (CheckResult, child_env, run_checks, run_command, split_command,
+                                     validate_final_check)
+from git_lanes.core.errors import ExitCode, LanesError
 
 PY = sys.executable
 QPY = shlex.quote(PY)
@@ -364,7 +364,7 @@ NODE_TEST = """not ok 1 - sum
 def test_a_failure_is_summed_up_by_the_line_that_names_it(tail, line):
     """The session line keeps the last output line (SPEC §13); what run adds under a child parked on
     its candidate is the line that names the failure."""
-    from git_lanes.checks import failure_line, tail_lines
+    from git_lanes.domain.checks import failure_line, tail_lines
 
     result = {"id": "A1", "exit_code": 1, "signal": None, "output_tail": tail}
     assert failure_line(result, telling=True) == "A1 (exit 1)" + (f": {line}" if line else "")

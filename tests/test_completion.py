@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from ergonomics_helpers import REPO_ROOT, completable_repo, env_with_bin, run
 
-from git_lanes import completion
+from git_lanes.surface import completion
 
 GOLDEN = Path(__file__).parent / "golden"
 GIT_BASH_COMPLETION = next((p for p in ("/usr/share/bash-completion/completions/git",
@@ -40,7 +40,7 @@ needs_git_bash = pytest.mark.skipif(shutil.which("bash") is None or GIT_BASH_COM
 def test_installed_files_are_the_scripts(shell):
     path = REPO_ROOT / completion.FILES[shell]
     assert path.read_text(encoding="utf-8") == completion.script(shell), (
-        f"{path} is stale; run: python -m git_lanes.completion")
+        f"{path} is stale; run: python -m git_lanes.surface.completion")
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])

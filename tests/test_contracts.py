@@ -46,8 +46,8 @@ def test_a_matching_manifest_file_starts_and_versions_are_not_compared(repo, tmp
 
 def test_a_git_lanes_source_tree_is_read_for_its_contracts(repo):
     plan(repo)
-    tree = Path(SRC).parent      # the directory that holds git_lanes/contracts.py
-    assert (tree / "git_lanes" / "contracts.py").is_file()
+    tree = Path(SRC).parent      # the directory that holds git_lanes/core/contracts.py
+    assert (tree / "git_lanes" / "core" / "contracts.py").is_file()
     assert start(repo, "demo", "--executor-runtime", str(tree))["batch_state"] == "running"
 
 
@@ -72,13 +72,14 @@ def test_a_mismatching_manifest_refuses_start_and_writes_nothing(repo, tmp_path)
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
 
 
-def test_a_mismatching_source_tree_refuses(repo, tmp_path):
+def test_a_mismatching_source_tree_of_the_older_flat_layout_refuses(repo, tmp_path):
+    """A runtime from before the package had folders: `git_lanes/contracts.py` (and `model.py`)."""
     plan(repo)
     other = tmp_path / "other-runtime"
     (other / "git_lanes").mkdir(parents=True)
-    text = Path(SRC, "contracts.py").read_text().replace('"git_lanes/batch_report/v1"', '"git_lanes/batch_report/v2"')
+    text = Path(SRC, "core", "contracts.py").read_text().replace('"git_lanes/batch_report/v1"', '"git_lanes/batch_report/v2"')
     (other / "git_lanes" / "contracts.py").write_text(text)
-    (other / "git_lanes" / "model.py").write_text(Path(SRC, "model.py").read_text())
+    (other / "git_lanes" / "model.py").write_text(Path(SRC, "core", "model.py").read_text())
     before = world(repo)
     code, doc, err = cli(repo, "start", "demo", "--yes", "--executor-runtime", str(other))
     assert code == 1
@@ -135,11 +136,11 @@ def test_a_lane_record_that_is_not_json_is_lost_not_a_contract_mismatch(repo):
 def fake_installation(root: Path, *, batch_report: str = "git_lanes/batch_report/v1") -> Path:
     """A prefix as pip lays it out: `<root>/lib/python3.X/site-packages/git_lanes/`; the package folder."""
     package = root / "lib" / "python3.99" / "site-packages" / "git_lanes"
-    package.mkdir(parents=True)
-    for name in ("__init__.py", "model.py"):
-        (package / name).write_text(Path(SRC, name).read_text())
-    text = Path(SRC, "contracts.py").read_text()
-    (package / "contracts.py").write_text(text.replace('"git_lanes/batch_report/v1"', f'"{batch_report}"'))
+    (package / "core").mkdir(parents=True)
+    (package / "__init__.py").write_text(Path(SRC, "__init__.py").read_text())
+    (package / "core" / "model.py").write_text(Path(SRC, "core", "model.py").read_text())
+    text = Path(SRC, "core", "contracts.py").read_text()
+    (package / "core" / "contracts.py").write_text(text.replace('"git_lanes/batch_report/v1"', f'"{batch_report}"'))
     return package
 
 

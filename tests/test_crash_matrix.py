@@ -8,7 +8,7 @@ before the command, saved, and then:
 
 - the **reference**: the command, then the next command(s) a user or driver runs after it;
 - the **named points**: the command dies of SIGKILL at `GIT_LANES_CRASH_AT=<point>` (every point
-  `git_lanes/crash.py` lists);
+  `git_lanes/core/crash.py` lists);
 - the **Git-call sweep**: the command dies of SIGKILL right after each Git call that writes a
   ref, a worktree or an index (and before the first write that follows in-process work), through
   the `killgit` wrapper — so points inside Git writes are reached whether or not they are named.

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from git_lanes import lifecycle
+from git_lanes.core import lifecycle
 from git_lanes.decisions.admission import LaneFacts, admission_refusal
 from git_lanes.decisions.instruction import InstructionRequest, instruction_refusal
 from git_lanes.decisions.lineage import LineageFacts, classify_lineage, expected_head
 from git_lanes.decisions.obligation import MAX_CORRECTIONS, after_pass, qa_limit
-from git_lanes.model import BatchRecord, Budget, Child, Lane
+from git_lanes.core.model import BatchRecord, Budget, Child, Lane
 
 A, B, C, D = ("a" * 40, "b" * 40, "c" * 40, "d" * 40)
 BRANCH = "imm-lane/demo/t"

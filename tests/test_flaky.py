@@ -186,8 +186,8 @@ def test_runs_progress_names_each_flaky_check():
 
 
 def test_retriable_is_a_nonzero_exit_other_than_127():
-    from git_lanes.checkrun import retriable
-    from git_lanes.checks import CheckResult
+    from git_lanes.domain.checkrun import retriable
+    from git_lanes.domain.checks import CheckResult
 
     def r(code, sig=None):
         return CheckResult("x", "x", code, sig, code == 0, 1, "")

@@ -1,7 +1,7 @@
 """Fuzzing every parser (issue 13, deliverable 4; SPEC §2, §6.1, §6.2, §4, §16): whatever the input,
 a clean answer — a parsed value, or one error with the documented exit code — never a crash.
 
-- intents and plans (`git_lanes.plan.parse_intent`, `load_plan`): arbitrary bytes, arbitrary TOML,
+- intents and plans (`git_lanes.plan.initiative.parse_intent`, `load_plan`): arbitrary bytes, arbitrary TOML,
   and valid intents with one field replaced by an arbitrary value: a result or a usage error (2);
 - offers (`git lanes tick --offer`) and instructions (`git lanes tick --instruct JSON`), through the
   command line on a running batch: exit 0, 1 or 2 with one `error:` line, and nothing written
@@ -27,7 +27,7 @@ from adversary import SLUG, World, record_files, rewrite_state, step, toml
 from conftest import git
 from helpers import lanes as lanes_inprocess
 
-from git_lanes.errors import ExitCode, LanesError
+from git_lanes.core.errors import ExitCode, LanesError
 
 SETTINGS = dict(derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -54,7 +54,7 @@ def clean(exc: LanesError, code: ExitCode) -> None:
 # -- plan files ---------------------------------------------------------------------------------------------
 
 def parse(data: bytes) -> None:
-    from git_lanes.plan import parse_intent
+    from git_lanes.plan.initiative import parse_intent
 
     try:
         parse_intent(".lanes/s/a.toml", data)
@@ -103,7 +103,7 @@ def test_deeply_nested_toml_is_a_usage_error():
                                                                  toml_values, max_size=4).map(lambda d: toml(d).encode()),
                        max_size=4))
 def test_plan_from_arbitrary_files(files):
-    from git_lanes.plan import load_plan
+    from git_lanes.plan.initiative import load_plan
 
     try:
         load_plan("s", files)

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import git
-from git_lanes.errors import ExitCode, LanesError
+from git_lanes.core.errors import ExitCode, LanesError
 from git_lanes.gitio import Git, GitError, RefRaceError, ZERO_OID
 
 
@@ -341,7 +341,7 @@ def test_digests_are_hashlibs_whichever_implementation_takes_them(size):
     """The built-in SHA-1/SHA-256 for small data, OpenSSL's past 64 KiB: the same digests."""
     import hashlib
 
-    from git_lanes.digests import sha1_hex, sha256_hex
+    from git_lanes.core.digests import sha1_hex, sha256_hex
 
     data = bytes(range(256)) * (size // 256) + bytes(size % 256)
     assert sha1_hex(data) == hashlib.sha1(data).hexdigest()
@@ -350,9 +350,9 @@ def test_digests_are_hashlibs_whichever_implementation_takes_them(size):
 
 def test_a_lane_command_imports_no_hashlib():
     """`done`'s imports (and what it hashes: records, shard names) leave OpenSSL's hashlib out."""
-    code = ("import sys, git_lanes.cli.lanecmds, git_lanes.laneside\n"
+    code = ("import sys, git_lanes.cli.lanecmds, git_lanes.lane.side\n"
             "from git_lanes.store.layout import shard\nshard('t1')\n"
-            "from git_lanes.canonical import sha256_digest\nsha256_digest('x')\n"
+            "from git_lanes.core.canonical import sha256_digest\nsha256_digest('x')\n"
             "print('hashlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

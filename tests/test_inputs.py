@@ -78,7 +78,7 @@ def test_input_entries_match_as_the_scope_rule_does(repo):
     """The receipt key's inputs: `[path, mode, oid]` of the files below a literal entry or matched by
     a glob entry (`*` not crossing `/`), plus `[entry, null]` for an entry matching nothing."""
     from git_lanes.gitio import Git
-    from git_lanes.receipts import input_entries
+    from git_lanes.domain.receipts import input_entries
 
     for rel in ("src/a/x.py", "src/a/deep/y.py", "src/b.txt", "tests/t1.py", "tests/sub/t2.py"):
         p = repo / rel

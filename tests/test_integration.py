@@ -381,7 +381,7 @@ def test_a_lane_branch_moves_in_its_records_write_and_a_landing_shares_one_with_
 def test_a_landing_is_recorded_on_its_own_when_choosing_the_next_candidate_fails(two, monkeypatch):
     """Landing `a` writes its integration with `b`'s candidate; should building that candidate fail
     (an error, not a park), `a` is still recorded integrated, alone, and the next tick lands `b`."""
-    from git_lanes.errors import LanesError
+    from git_lanes.core.errors import LanesError
     from git_lanes.tick import land
 
     la, lb = provision(two, "a"), provision(two, "b")

@@ -315,7 +315,7 @@ def test_lost_lane_and_run_mismatch(running, tmp_path):
     assert report["children"][2]["reason"] == "dependency a parked"
     # a lane record of another run: the lane's record says a different run_id
     from git_lanes.gitio import Git
-    from git_lanes.model import LaneRecord
+    from git_lanes.core.model import LaneRecord
     from git_lanes.store import LaneStore
 
     LaneStore(Git(running)).write("demo", LaneRecord(batch_id=report["batch_id"], task_id="b", run_id="another"),
@@ -366,8 +366,8 @@ def test_budget_max_children(repo):
 def test_the_branch_a_killed_release_left_goes_only_while_it_is_the_lane_commit_and_checked_out_nowhere(repo):
     """`drop_left_branch` (a release killed between the worktree's removal and the branch's): the tick's
     step 4 and `release` both finish it, and neither drops a branch someone moved on or checked out."""
-    from git_lanes.session import Session
-    from git_lanes.workspace import drop_left_branch
+    from git_lanes.domain.session import Session
+    from git_lanes.domain.workspace import drop_left_branch
 
     lane_commit = git(repo, "rev-parse", "HEAD").strip()
     s = Session(cwd=str(repo))
@@ -393,9 +393,9 @@ def test_a_lane_removed_while_a_reader_looks_is_neither_clean_nor_half_removed(r
     could start in it is a lane no longer there, not a failure of the command (exit 128)."""
     import shutil
 
-    from git_lanes.lanehost import LocalLanes
-    from git_lanes.session import Session
-    from git_lanes.snapshot import half_removed
+    from git_lanes.domain.lanehost import LocalLanes
+    from git_lanes.domain.session import Session
+    from git_lanes.domain.snapshot import half_removed
 
     lane = tmp_path / "lane"
     git(repo, "worktree", "add", "-q", "-b", "gone", str(lane))

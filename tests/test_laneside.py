@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from git_lanes.canonical import sha256_digest
-from git_lanes.errors import ExitCode, LanesError
+from git_lanes.core.canonical import sha256_digest
+from git_lanes.core.errors import ExitCode, LanesError
 from git_lanes.gitio import Git
-from git_lanes.laneside import LaneContext, done, give_up, inbox, task_info
-from git_lanes.model import BatchRecord, Budget, Child, IntentIdentity, Intervention, Lane, LaneRecord, Revision
-from git_lanes.plan import parse_intent
-from git_lanes.session import Session
-from git_lanes.snapshot import changed_paths, exclude_file, snapshot_tree, worktree_clean
+from git_lanes.lane.side import LaneContext, done, give_up, inbox, task_info
+from git_lanes.core.model import BatchRecord, Budget, Child, IntentIdentity, Intervention, Lane, LaneRecord, Revision
+from git_lanes.plan.initiative import parse_intent
+from git_lanes.domain.session import Session
+from git_lanes.domain.snapshot import changed_paths, exclude_file, snapshot_tree, worktree_clean
 from git_lanes.store import BatchStore, LaneStore
 
 T = "2026-01-02T03:04:05.000Z"
@@ -217,7 +217,7 @@ def test_a_lane_record_of_another_contract_is_never_written_over(repo):
 def test_an_intent_whose_hash_the_batch_did_not_authorize_is_validated_in_full(repo, monkeypatch):
     """The lane trusts an intent by the hash the batch authorized; one that does not match (here the
     identity was rewritten under the plan) goes through the validating path instead."""
-    import git_lanes.laneview as laneview
+    import git_lanes.lane.view as laneview
     from adversary import record_files, rewrite_state
 
     lane = make_lane(repo)
@@ -236,7 +236,7 @@ def test_an_intent_whose_hash_the_batch_did_not_authorize_is_validated_in_full(r
 
 def test_a_fresh_lane_record_has_the_models_shape():
     """The lane side writes records from JSON data; a fresh one is exactly what the model dumps."""
-    from git_lanes.laneside import fresh_lane_data
+    from git_lanes.lane.side import fresh_lane_data
 
     assert fresh_lane_data(BATCH_ID, "alpha", "r1") == \
         LaneRecord(batch_id=BATCH_ID, task_id="alpha", run_id="r1").model_dump(mode="json")

@@ -10,8 +10,9 @@ import click
 import pytest
 from ergonomics_helpers import REPO_ROOT, env_with_bin, run
 
-from git_lanes import manpage, reasons
-from git_lanes.aliases import ALIASES
+from git_lanes.cli import manpage
+from git_lanes.core import reasons
+from git_lanes.surface.aliases import ALIASES
 from git_lanes.cli import cli
 
 MAN = REPO_ROOT / manpage.MAN_PATH
@@ -30,7 +31,7 @@ def plain(roff: str) -> str:
 
 def test_committed_man_page_is_current(page):
     assert MAN.read_text(encoding="utf-8") == page, (
-        "man/git-lanes.1 is stale: run `python -m git_lanes.manpage` and commit the result")
+        "man/git-lanes.1 is stale: run `python -m git_lanes.cli.manpage` and commit the result")
 
 
 def test_generation_is_deterministic(page):

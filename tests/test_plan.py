@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from git_lanes.canonical import canonical_digest
-from git_lanes.errors import ExitCode, LanesError
-from git_lanes.plan import (
-    ID_RE,
-    check_id,
-    final_check_problem,
-    intent_doc_hash,
-    load_plan,
-    parse_intent,
-    plan_digest,
-)
+from git_lanes.core.canonical import canonical_digest
+from git_lanes.core.errors import ExitCode, LanesError
+from git_lanes.plan.initiative import (ID_RE, check_id, final_check_problem, intent_doc_hash, load_plan, parse_intent,
+                                       plan_digest)
 
 ZERO = "0" * 64
 INIT = ".lanes/demo/initiative.toml"

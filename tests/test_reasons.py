@@ -6,7 +6,7 @@ import re
 
 from ergonomics_helpers import REPO_ROOT
 
-from git_lanes import reasons
+from git_lanes.core import reasons
 
 PACKAGE = REPO_ROOT / "git_lanes"
 
@@ -43,8 +43,8 @@ def test_the_scan_sees_the_known_shapes():
 
 def test_every_code_used_is_listed():
     missing = {code: where for code, where in used_codes().items() if code not in reasons.REASONS}
-    assert not missing, ("reason codes used but not listed in git_lanes/reasons.py "
-                         f"(add them, then run python -m git_lanes.manpage): {missing}")
+    assert not missing, ("reason codes used but not listed in git_lanes/core/reasons.py "
+                         f"(add them, then run python -m git_lanes.cli.manpage): {missing}")
 
 
 def test_every_spec_code_is_listed():

@@ -167,7 +167,7 @@ def test_a_changed_receipt_environment_or_argv_runs_the_check_again(repo):
     code, out, err = lanes(lane, "done", env=env)
     assert code == 0 and "warning: lanes.receiptKey" in err and len(runs(repo, "c")) == 4
     # another argv is another key (pure: the key is the hash of {argv, inputs, env})
-    from git_lanes.receipts import key_of
+    from git_lanes.domain.receipts import key_of
 
     assert key_of(["a"], "t", "e") != key_of(["a", "b"], "t", "e") != key_of(["a"], "t2", "e")
     assert key_of(["a"], "t", "e") != key_of(["a"], "t", "e2")
@@ -385,9 +385,9 @@ def test_a_receipt_lookup_is_cheap_in_process(repo):
     under a millisecond or so each (one ref read, two tree reads, one blob), and one write stores them all."""
     import time
 
-    from git_lanes.checks import CheckResult
+    from git_lanes.domain.checks import CheckResult
     from git_lanes.gitio import Git
-    from git_lanes.receipts import Receipts
+    from git_lanes.domain.receipts import Receipts
 
     g = Git(str(repo))
     tree = git(repo, "rev-parse", "HEAD^{tree}").strip()

@@ -185,7 +185,7 @@ def test_a_lease_that_fails_during_the_push_pushes_nothing_then_push_pulls_and_r
     moved ref is now seen diverged (reported, never overwritten) and the others go."""
     from git_lanes.gitio import Git
     from git_lanes.remote import push
-    from git_lanes.session import Session
+    from git_lanes.domain.session import Session
 
     repo, bare = world["repo"], world["bare"]
     ok(repo, "push")
@@ -498,9 +498,9 @@ def test_a_lease_failure_re_pulls_and_retries_then_gives_up_as_remote_moved(worl
     """Another process of the coordinator's repository pushes a newer state between this push's fetch
     and its push: the lease fails, the push re-pulls and retries, and nothing is lost. A server that
     keeps refusing ends, after 5 tries, in remote_moved with nothing pushed (the push is atomic)."""
-    from git_lanes.errors import LanesError
+    from git_lanes.core.errors import LanesError
     from git_lanes.remote import claims, replicate
-    from git_lanes.session import Session
+    from git_lanes.domain.session import Session
 
     repo, bare = world["repo"], world["bare"]
     ok(repo, "push")
@@ -560,8 +560,8 @@ def test_a_claim_whose_branch_moved_before_admission_is_refused_on_refs(world):
 
 
 def test_heartbeat_silence_counts_a_future_heartbeat_as_now():
-    from git_lanes.lanehost import silence
-    from git_lanes.model import Claim
+    from git_lanes.domain.lanehost import silence
+    from git_lanes.core.model import Claim
 
     claim = Claim(at="2026-01-01T00:00:00.000Z", clone_id="c1", host="h", run_id="r",
                   heartbeat_at="2026-01-01T00:09:00.000Z")
@@ -575,8 +575,8 @@ def test_heartbeat_silence_counts_a_future_heartbeat_as_now():
 def test_heartbeats_keep_a_remote_lane_and_their_absence_parks_it_lost(world):
     import time
 
-    from git_lanes.laneside import heartbeat
-    from git_lanes.session import Session
+    from git_lanes.lane.side import heartbeat
+    from git_lanes.domain.session import Session
 
     repo = world["repo"]
     clone, target = joined_and_enrolled(world)

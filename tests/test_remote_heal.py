@@ -21,7 +21,7 @@ CHAIN = [{"id": "a"}, {"id": "b", "blocked_by": ["a"]}]
 
 def record(world: World) -> dict:
     """The batch record as the coordinator holds it (what it pushes)."""
-    from git_lanes.session import Session
+    from git_lanes.domain.session import Session
 
     snap = Session(cwd=str(world.coord)).batches.read(world.slug)
     return snap.record.model_dump(mode="json") if snap is not None else {"children": []}

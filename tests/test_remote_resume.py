@@ -15,8 +15,8 @@ def states(report: dict) -> dict[str, str]:
 
 
 def test_a_parked_remote_lane_resumes_in_place_once_its_machine_beats_again(world):  # noqa: F811
-    from git_lanes.laneside import heartbeat
-    from git_lanes.session import Session
+    from git_lanes.lane.side import heartbeat
+    from git_lanes.domain.session import Session
 
     repo = world["repo"]
     clone, _ = joined_and_enrolled(world)

@@ -13,10 +13,10 @@ from conftest import git
 from flow import (child_of, cli, contains, done, exists, intent, ok, provision, reachable_from, record, start,
                   states, world, write_plan)
 from git_lanes.decisions.revision import classify, decide, entry_covered, envelope_refusals, fixed_refusals
-from git_lanes.errors import ExitCode, LanesError
-from git_lanes.plan import parse_intent
-from git_lanes.revise import apply_revision, ask_first, read_request
-from git_lanes.session import Session
+from git_lanes.core.errors import ExitCode, LanesError
+from git_lanes.plan.initiative import parse_intent
+from git_lanes.domain.revise import apply_revision, ask_first, read_request
+from git_lanes.domain.session import Session
 
 
 def parsed(text: str):

@@ -8,15 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_lanes.schedule import (
-    DONE,
-    IN_FLIGHT,
-    entries_overlap,
-    normalize_scope_entry,
-    scopes_overlap,
-    startable,
-    waves,
-)
+from git_lanes.decisions.schedule import (DONE, IN_FLIGHT, entries_overlap, normalize_scope_entry, scopes_overlap,
+                                          startable, waves)
 
 STATES = ("pending", *IN_FLIGHT, *DONE, "needs_human", "skipped_blocked")
 ENTRIES = ("src", "src/a", "src/a/b.py", "src/ab", "SRC/A/", "./docs", "docs/*.md", "tests",

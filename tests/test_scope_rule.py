@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from conftest import git
 from git_lanes.gitio import Git
-from git_lanes.scope import paths_outside, pathspecs
+from git_lanes.domain.scope import paths_outside, pathspecs
 
 PATHS = ["README", "a/x", "a/b/c", "ab/x", "a.b/b", "B/x", "src/a/b", "src/ab/b", "src-x/y", "srcfile",
          "x y/z", ":c/d", "é/f", "tests/t.py", "a-b", "a.bc"]

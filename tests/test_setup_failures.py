@@ -58,7 +58,7 @@ def test_a_failing_setup_keeps_its_whole_output_and_quotes_the_telling_lines(rep
 def test_setup_lines_rule():
     import sys
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from git_lanes.setups import setup_lines
+    from git_lanes.domain.setups import setup_lines
 
     assert setup_lines("a\nb\nc\n") == "a | b | c"
     assert setup_lines("fatal: one\nx\nError two\nerror three\ny\nz\n") == "fatal: one | Error two | error three | y | z"

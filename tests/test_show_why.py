@@ -94,7 +94,7 @@ def test_a_long_output_tail_starts_at_a_line_with_no_escape_sequence(repo):
 
 def test_telling_line_rule():
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from git_lanes.checks import telling_line
+    from git_lanes.domain.checks import telling_line
 
     assert telling_line("a\nFAILED x\nDuration: 19ms\n") == "FAILED x"
     assert telling_line("not ok 3 - adds\n# tests 4\n# pass 3\n") == "not ok 3 - adds"

@@ -78,7 +78,7 @@ def test_a_real_command_does_import_them(repo):
 def test_a_coordinator_command_skips_pydantic_plugin_discovery(tmp_path):
     """A record validated, a report built: no `importlib.metadata` (pydantic's plugin discovery), and
     the plugin loader still answers what else is asked of it (pydantic's own, loaded then)."""
-    code = ("import sys; from git_lanes.model import Lane; "
+    code = ("import sys; from git_lanes.core.model import Lane; "
             "Lane(path='/x', branch='imm-lane/s/a', base_head='0' * 40, run_id='r'); "
             "assert 'importlib.metadata' not in sys.modules, 'discovered plugins'; "
             "from pydantic.plugin._loader import get_plugins, PYDANTIC_ENTRY_POINT_GROUP; "

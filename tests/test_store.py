@@ -9,9 +9,9 @@ import pydantic
 import pytest
 
 from conftest import git
-from git_lanes.errors import LanesError
+from git_lanes.core.errors import LanesError
 from git_lanes.gitio import Git
-from git_lanes.model import BatchRecord, Budget, Child, Lane, LaneRecord
+from git_lanes.core.model import BatchRecord, Budget, Child, Lane, LaneRecord
 from git_lanes.store import BATCH_REF, BatchStore, EvidenceNotes, LaneStore, slug_lock
 
 STAMP = "2026-01-02T03:04:05.000Z"

@@ -12,17 +12,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from git_lanes.tracker import (
-    ALREADY_CURRENT,
-    AMBIGUOUS_REMOTE_STATE,
-    CLOSED_STATUSES,
-    PERMANENT_FAILURE,
-    RETRYABLE_FAILURE,
-    UPDATED,
-    Tracker,
-    TrackerResult,
-    marker,
-)
+from git_lanes.tracker import (ALREADY_CURRENT, AMBIGUOUS_REMOTE_STATE, CLOSED_STATUSES, PERMANENT_FAILURE,
+                               RETRYABLE_FAILURE, UPDATED, Tracker, TrackerResult, marker)
 from git_lanes.tracker.github import GitHubTracker, from_env
 
 TOKEN = "ghp_Zq9SECRETtokenXy7_do_not_leak"

@@ -82,8 +82,8 @@ def test_plan_lists_each_conflict_once(repo):
 
 
 def test_show_prints_values_a_person_reads_and_the_gate_results(running):
-    from git_lanes.model import CheckResultModel
-    from git_lanes.session import Session
+    from git_lanes.core.model import CheckResultModel
+    from git_lanes.domain.session import Session
 
     lane = provision(running, "b")
     assert done(lane, {"src/b/wrong.txt": "x\n"})["passed"] is False

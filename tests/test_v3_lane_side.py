@@ -16,7 +16,7 @@ import pytest
 
 from conftest import git
 from flow import child_of, cli, done, exists, intent, ok, provision, record, start, write_plan
-from git_lanes.ids import shell_syntax
+from git_lanes.core.ids import shell_syntax
 
 PY = shlex.quote(sys.executable)
 

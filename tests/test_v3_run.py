@@ -173,7 +173,7 @@ def test_one_ctrl_c_that_git_forwards_too_is_one_ctrl_c(tmp_path):
 
 
 def test_ctrl_c_echo_and_a_second_keypress():
-    from git_lanes.procs import SAME_CTRL_C, CtrlC
+    from git_lanes.domain.procs import SAME_CTRL_C, CtrlC
 
     c = CtrlC()
     assert c.first() is True and c.first() is False   # the first, then its echo

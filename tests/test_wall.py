@@ -1,9 +1,12 @@
-"""The architecture, checked (issue 12): the layers stay where docs/design.md draws them.
+"""The architecture, checked: the layers stay where docs/design.md draws them, folder by folder.
 
+- Every module lives in a folder, and every folder in a layer (`LAYERS`, top to bottom); a module
+  imports only from its own layer or the layers below it, lazy imports included.
 - Only `git_lanes/gitio/` touches Git: no other module imports dulwich, imports `subprocess`
-  (the one process runner `procs.py` aside) or spells a `git` command line.
+  (the one process runner `domain/procs.py` aside) or spells a `git` command line; inside it the
+  runner (`process.py`) sits below the facade (`git.py`), which nothing below it imports at run time.
 - `decisions/` is pure: it imports only side-effect-free modules.
-- `cli/` reaches Git and the stores only through use cases.
+- `cli/` and `mcp/` reach Git and the stores only through use cases.
 - No import cycle (imports under `if TYPE_CHECKING:` aside), no module over 450 lines.
 
 Each rule is a function of {module: source}, so the rules themselves are tested on small
@@ -21,8 +24,18 @@ PACKAGE = Path(__file__).resolve().parent.parent / "git_lanes"
 MAX_LINES = 450
 PURE_STDLIB = {"__future__", "dataclasses", "typing", "fnmatch", "re", "collections", "collections.abc", "enum",
                "functools", "itertools", "math", "hashlib", "json"}
-PURE_OURS = {"git_lanes.errors", "git_lanes.ids", "git_lanes.intent", "git_lanes.canonical", "git_lanes.schedule"}
-SUBPROCESS_ALLOWED = {"git_lanes.procs"}
+PURE_OURS = {"git_lanes.core.errors", "git_lanes.core.ids", "git_lanes.core.canonical", "git_lanes.plan.intent"}
+SUBPROCESS_ALLOWED = {"git_lanes.domain.procs"}
+LAYERS = (
+    ("cli", "mcp"),                             # the two front doors: the command line, the MCP tools
+    ("run", "board"),                           # whole batches driven (run, run --remote, work) and shown
+    ("batch", "lane", "remote", "surface"),     # use cases: the coordinator's, the lane side's, remotes'
+    ("tick",),                                  # SPEC §7's steps, §8's landing
+    ("domain", "tracker"),                      # lanes, worktrees, checks, processes, receipts, the tracker
+    ("store",),                                 # records, transactions, locks
+    ("gitio",),                                 # the one gateway to Git
+    ("core", "plan", "decisions"),              # vocabulary, the plan, pure decisions: no effects
+)
 
 
 def load(package: Path = PACKAGE) -> dict[str, tuple[bool, str]]:
@@ -163,6 +176,45 @@ def impure_decisions(modules: dict[str, tuple[bool, str]]) -> list[str]:
     return found
 
 
+def layer_of(module: str) -> int | None:
+    """The index in `LAYERS` of the folder `module` lives in; -1 for the package itself and
+    `__main__`; None for a module in no layer."""
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1:] == ["__main__"]:
+        return -1
+    return next((i for i, folders in enumerate(LAYERS) if parts[1] in folders), None)
+
+
+def layer_violations(modules: dict[str, tuple[bool, str]]) -> list[str]:
+    """Modules in no layer, and imports (lazy ones too) that reach up to a higher layer."""
+    found = []
+    graph = import_graph(modules)
+    for module in sorted(modules):
+        mine = layer_of(module)
+        if mine is None:
+            found.append(f"{module}: in no layer")
+            continue
+        for dep in sorted(graph[module]):
+            theirs = layer_of(dep)
+            if dep != "git_lanes" and theirs is not None and mine != -1 and theirs < mine:
+                found.append(f"{module}: imports {dep} from a higher layer")
+    return found
+
+
+def gitio_facade_on_top(modules: dict[str, tuple[bool, str]]) -> list[str]:
+    """Inside gitio/ the runner (`process`) imports no other gitio module and no gitio module but
+    the package imports the facade (`git`) at run time: one way down, facade → parts → runner."""
+    found = []
+    graph = import_graph(modules)
+    for module in sorted(m for m in modules if m.startswith("git_lanes.gitio.")):
+        deps = {d for d in graph[module] if d.startswith("git_lanes.gitio.")}
+        if module == "git_lanes.gitio.process" and deps:
+            found.append(f"{module}: the runner imports {', '.join(sorted(deps))}")
+        if module != "git_lanes.gitio.git" and "git_lanes.gitio.git" in deps:
+            found.append(f"{module}: imports the facade")
+    return found
+
+
 TOP_LAYERS = ("git_lanes.cli", "git_lanes.mcp")   # the command line and the MCP tools, side by side
 
 
@@ -212,6 +264,16 @@ def test_the_cli_goes_through_use_cases(product):
     assert cli_reaching_past_use_cases(product) == []
 
 
+def test_every_folder_is_a_layer_and_imports_only_downwards(product):
+    assert {m.split(".")[1] for m in product if m.count(".") >= 2} == {f for layer in LAYERS for f in layer}
+    assert layer_violations(product) == []
+
+
+def test_the_git_facade_sits_on_its_runner(product):
+    assert "git_lanes.gitio.process" in import_graph(product)["git_lanes.gitio.git"]
+    assert gitio_facade_on_top(product) == []
+
+
 def test_no_import_cycle(product):
     graph = import_graph(product)
     assert "git_lanes.gitio" in graph["git_lanes.store.batch"]   # the graph is really read
@@ -231,13 +293,13 @@ def _tree(**sources: str) -> dict[str, tuple[bool, str]]:
 def test_the_rules_see_violations():
     bad = _tree(git_lanes__tick="import dulwich.repo\nimport subprocess\nx = ['git', 'status']\ny = ['git', 'lanes']\n",
                 git_lanes__gitio__git="import subprocess\nimport dulwich\n",
-                git_lanes__procs="import subprocess\n",
-                git_lanes__decisions__a="import os\nfrom git_lanes import store\nfrom git_lanes import ids\n",
+                git_lanes__domain__procs="import subprocess\n",
+                git_lanes__decisions__a="import os\nfrom git_lanes import store\nfrom git_lanes.core import ids\n",
                 git_lanes__cli__x="from git_lanes.store import BatchStore\nfrom git_lanes import session\n",
                 git_lanes__mcp__t="from git_lanes.cli import render\nfrom git_lanes.gitio import Git\n",
                 git_lanes__cli="", git_lanes__gitio="",
                 git_lanes__store="",
-                git_lanes__ids="",
+                git_lanes__core__ids="",
                 git_lanes__session="")
     assert git_outside_gateway(bad) == ["git_lanes.tick: imports dulwich.repo", "git_lanes.tick: imports subprocess",
                                         "git_lanes.tick:3: a git command line"]
@@ -253,3 +315,27 @@ def test_the_rules_see_violations():
                         git_lanes__b="from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import git_lanes.a\n")
     assert cycles(import_graph(typing_only)) == []
     assert too_long(_tree(git_lanes__big="x = 1\n" * 451)) == ["git_lanes.big: 451 lines"]
+
+
+def test_the_layer_rules_see_violations():
+    tree = _tree(git_lanes__core__ids="def f():\n    from ..tick import engine\n",
+                 git_lanes__tick__engine="from ..domain import session\nfrom ... import git_lanes\n",
+                 git_lanes__domain__session="from ..batch import start\n",
+                 git_lanes__batch__start="from ..tick import engine\nfrom ..lane import side\n",
+                 git_lanes__lane__side="from ..batch import start\n",
+                 git_lanes__loose="from .core import ids\n",
+                 git_lanes__extra__x="",
+                 git_lanes__tick="", git_lanes__domain="", git_lanes__batch="", git_lanes__lane="",
+                 git_lanes__core="")
+    assert layer_violations(tree) == ["git_lanes.core.ids: imports git_lanes.tick from a higher layer",
+                                      "git_lanes.core.ids: imports git_lanes.tick.engine from a higher layer",
+                                      "git_lanes.domain.session: imports git_lanes.batch from a higher layer",
+                                      "git_lanes.domain.session: imports git_lanes.batch.start from a higher layer",
+                                      "git_lanes.extra.x: in no layer", "git_lanes.loose: in no layer"]
+    gitio = _tree(git_lanes__gitio__process="from .refs import Refs\n",
+                  git_lanes__gitio__refs="def f():\n    from .git import Git\n",
+                  git_lanes__gitio__git="from .process import run\n",
+                  git_lanes__gitio__objects="from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .git import Git\n",
+                  git_lanes__gitio="from .git import Git\n")
+    assert gitio_facade_on_top(gitio) == ["git_lanes.gitio.process: the runner imports git_lanes.gitio.refs",
+                                          "git_lanes.gitio.refs: imports the facade"]

@@ -136,7 +136,7 @@ def test_a_window_of_one_verifies_one_candidate_at_a_time_as_v3(repo):
 
 
 def test_an_old_record_with_one_candidate_reads_as_a_window_of_one():
-    from git_lanes.model import BatchRecord
+    from git_lanes.core.model import BatchRecord
 
     sha = "1" * 40
     lane = {"path": "/l", "branch": "imm-lane/demo/a", "base_head": sha, "run_id": "r", "lane_commit": sha}
@@ -216,7 +216,7 @@ def test_a_user_fast_forward_drops_the_window_and_it_is_built_again(repo):
 def test_in_process_a_window_of_two_verifies_two_at_once_and_status_shows_it(repo):
     """`run_tick` in this process: the window's candidates are verified in threads of their own at
     once; each holds `locks/verify/<slug>/<task_id>` while its checks run; all land in order."""
-    from git_lanes.session import Session
+    from git_lanes.domain.session import Session
     from git_lanes.store import candidate_lock_path, is_held
     from git_lanes.tick import Request, run_tick, status_report
 
@@ -251,8 +251,8 @@ def test_in_process_a_window_of_two_verifies_two_at_once_and_status_shows_it(rep
 
 
 def test_dropping_a_candidate_drops_every_one_stacked_on_it():
-    from git_lanes import lifecycle
-    from git_lanes.model import BatchRecord
+    from git_lanes.core import lifecycle
+    from git_lanes.core.model import BatchRecord
 
     sha = "2" * 40
     children = [{"task_id": t, "state": "lane_committed",

@@ -12,12 +12,12 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..domain.session import Session
 
 
 def render_report(facts: dict[str, Any]) -> str:
     """The report page of a batch's facts (redacted with this process's secrets)."""
-    from ..redact import secret_values
+    from ..core.redact import secret_values
     from .html import page
     from .stats import batch_stats
     from .timeline import check_runs, timeline
@@ -28,7 +28,7 @@ def render_report(facts: dict[str, Any]) -> str:
 def report(s: "Session", slug: str | None, path: str | None = None) -> str:
     """Write the report page of the latest batch of `slug` to `path` (default `<log dir>/report.html`,
     the batch's session log folder, SPEC §13); its path."""
-    from ..errors import ExitCode, LanesError, usage
+    from ..core.errors import ExitCode, LanesError, usage
     from .records import Source, facts
 
     src = Source(s)

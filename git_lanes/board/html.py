@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any, Iterable
 
-from ..redact import redact
+from ..core.redact import redact
 from .stats import money, seconds
 from .timeline import events, waves
 

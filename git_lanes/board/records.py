@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..clock import now
-from ..errors import LanesError, usage
+from ..core.clock import now
+from ..core.errors import LanesError, usage
 from ..gitio import BATCH_RECORD_PREFIX, EVIDENCE_REF, batch_record_ref, lane_record_ref
 from ..store import CorruptRecord
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..domain.session import Session
 
 
 class Source:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..clock import parse_time
+from ..core.clock import parse_time
 
 _PHRASES = [
     ("lane_commit", re.compile(r"lane commit (?P<task>\S+)$")),

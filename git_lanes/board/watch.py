@@ -13,13 +13,13 @@ import sys
 import time
 from typing import TYPE_CHECKING, Callable
 
-from ..errors import LanesError
+from ..core.errors import LanesError
 from .records import facts, fetcher
 from .text import snapshot
 from .timeline import terminal
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..domain.session import Session
 
 ASCII = {"—": "-", "·": "|", "…": "...", "→": "->"}
 

@@ -20,8 +20,8 @@ from .options import (complete_slugs, complete_tasks, confirm_fn, json_option, r
 @json_option
 def plan_cmd(slug: str, max_parallel: int, as_json: bool) -> None:
     """Show an initiative's plan (read from HEAD): digest, waves, scope conflicts."""
-    from ..ids import check_id
-    from ..status import plan_view
+    from ..batch.status import plan_view
+    from ..core.ids import check_id
 
     check_id(slug, "slug")
     doc, title, differs, risks = plan_view(session(), slug, max_parallel)
@@ -54,7 +54,7 @@ def plan_cmd(slug: str, max_parallel: int, as_json: bool) -> None:
 @json_option
 def start_cmd(slug, as_json, yes, **kw) -> None:
     """Authorize and start a batch of an initiative on imm/<slug>, then tick."""
-    from ..start import start_batch
+    from ..batch.start import start_batch
 
     render.outcome(start_batch(session(), slug, start_opts(yes=yes, **kw), confirm_fn(yes)), as_json)
 
@@ -70,8 +70,8 @@ def start_cmd(slug, as_json, yes, **kw) -> None:
 @json_option
 def tick_cmd(slug, offers, instruct, max_parallel, no_receipts, as_json) -> None:
     """Reconcile once: observe lanes, integrate, admit offers, hand off."""
+    from ..core.errors import usage
     from ..decisions.instruction import parse_instruction
-    from ..errors import usage
     from ..tick import Request, parse_offers, run_tick
 
     s = session()
@@ -106,7 +106,7 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
 
 def _view(name: str, slug: str | None, *args):
     """A read-only view of `status.py` for the chosen batch."""
-    from .. import status
+    from ..batch import status
 
     s = session()
     return getattr(status, name)(s, s.choose_slug(slug), *args)
@@ -122,7 +122,7 @@ def status_cmd(slug, as_json) -> None:
         render.emit_json(report)
         return
     render.report(report)
-    from ..flakes import flakes   # (v4, SPEC §8.8) the batch's flaky checks, for people
+    from ..batch.flakes import flakes  # (v4, SPEC §8.8) the batch's flaky checks, for people
 
     for f in flakes(session(), [report["slug"]]):
         render.say(f"flaky: {f['task'] + ':' if f['task'] else ''}{f['check']} ({f['count']}x, last {f['last_seen']})")
@@ -146,8 +146,8 @@ def show_cmd(task, slug, as_json) -> None:
 @json_option
 def diff_cmd(task, slug, stat, name_status, as_json) -> None:
     """A child's change against its lane base (its lane commit, last attempt, or lane), as git diff shows it."""
-    from ..diffview import diff_view, show_diff
-    from ..errors import usage
+    from ..batch.diffview import diff_view, show_diff
+    from ..core.errors import usage
 
     if stat and name_status:
         raise usage("--stat and --name-status are mutually exclusive")
@@ -184,7 +184,7 @@ def log_cmd(slug, as_json) -> None:
 @json_option
 def integrate_cmd(slug, tasks, slug_named, as_json) -> None:
     """Integrate settled lanes (the tick's own steps); admits and schedules nothing."""
-    from ..status import check_tasks
+    from ..batch.status import check_tasks
     from ..tick import INTEGRATE, Request, run_tick
 
     if slug_named is not None:   # SPEC §6: every command that names a task takes --slug
@@ -205,7 +205,7 @@ def integrate_cmd(slug, tasks, slug_named, as_json) -> None:
 @json_option
 def verify_cmd(slug, rev, receipts, as_json) -> None:
     """Run the final checks on the batch head (or one task's checks on its commit); never writes."""
-    from ..verify import verify
+    from ..batch.verify import verify
 
     s = session()
     doc = verify(s, s.choose_slug(slug), rev, receipts=receipts)
@@ -215,7 +215,7 @@ def verify_cmd(slug, rev, receipts, as_json) -> None:
         render.check_results(doc["results"])
         render.say(f"{'passed' if doc['passed'] else 'failed'} at {doc['head']}")
     if not doc["passed"]:   # SPEC §16: exit 1 says why on stderr, in either mode
-        from ..checks import failed_summary
+        from ..domain.checks import failed_summary
 
         render.err("error", f"verification_failed: {failed_summary(doc['results'], None)} at {doc['head']}")
         raise render.Fail(1)
@@ -273,7 +273,7 @@ def restart_words(args: list[str]) -> list[str]:
 def resume_cmd(slug, tasks, restart, yes, delegate_revisions, budget_usd, budget_tokens, as_json) -> None:
     """Free parked children: every one of a needs_human batch (after a confirmation), or the TASKs named
     on a running batch; then tick."""
-    from ..resume import resume_batch
+    from ..batch.resume import resume_batch
 
     render.outcome(resume_batch(session(), slug, list(restart), delegate_revisions, confirm_fn(yes), list(tasks),
                                 (budget_usd, budget_tokens)), as_json)
@@ -285,7 +285,7 @@ def resume_cmd(slug, tasks, restart, yes, delegate_revisions, budget_usd, budget
 @json_option
 def retire_cmd(slug, yes, as_json) -> None:
     """Turn a batch with nothing in flight into superseded."""
-    from ..resume import retire_batch
+    from ..batch.resume import retire_batch
 
     report = retire_batch(session(), slug, confirm_fn(yes))
     render.emit_json(report) if as_json else render.report(report)

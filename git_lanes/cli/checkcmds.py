@@ -24,7 +24,7 @@ def _age(seconds: int | None) -> str:
 @json_option
 def receipts_cmd(prune_days, as_json) -> None:
     """List this clone's receipts (key, check, task, where, tree, age); --prune DAYS drops old ones."""
-    from ..receipts import receipts_view
+    from ..domain.receipts import receipts_view
 
     doc = receipts_view(session(), prune_days)
     if as_json:
@@ -44,7 +44,7 @@ def receipts_cmd(prune_days, as_json) -> None:
 @json_option
 def flakes_cmd(as_json) -> None:
     """List checks with flaky results across the repository's batches (check, task, count, last seen)."""
-    from ..flakes import flakes
+    from ..batch.flakes import flakes
 
     items = flakes(session())
     if as_json:

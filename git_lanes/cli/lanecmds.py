@@ -41,14 +41,14 @@ def fast(args: list[str], environ) -> int | None:
 def session(**kw):
     """The repository as a command sees it (imported on first use: TAB stays light); its warnings are
     `warning:` lines on stderr. Every command's, here so that the click-free path has it too."""
-    from ..session import Session
+    from ..domain.session import Session
 
     kw.setdefault("warn", lambda text: render.err("warning", text))
     return Session(**kw)
 
 
 def task(as_json: bool = False) -> None:
-    from ..laneside import task_info
+    from ..lane.side import task_info
 
     info = task_info(session(lane_side=True))
     if as_json:
@@ -64,12 +64,12 @@ def task(as_json: bool = False) -> None:
 
 def done(give_up: bool = False, message: str | None = None, as_json: bool = False, no_receipts: bool = False,
          fail_fast: bool = False, retry: bool = False, used: str | None = None) -> None:
-    from ..errors import usage
-    from ..laneside import done as done_fn, give_up as give_up_fn
+    from ..core.errors import usage
+    from ..lane.side import done as done_fn, give_up as give_up_fn
 
     reported = None
     if used is not None:
-        from ..metering import parse_usage_option
+        from ..batch.metering import parse_usage_option
 
         reported = parse_usage_option(used)
     s = session(lane_side=True)
@@ -95,7 +95,7 @@ def done(give_up: bool = False, message: str | None = None, as_json: bool = Fals
 
 
 def inbox(ack: bool = False, as_json: bool = False) -> None:
-    from ..laneside import inbox as inbox_fn
+    from ..lane.side import inbox as inbox_fn
 
     items = inbox_fn(session(lane_side=True), ack=ack)
     if as_json:

@@ -13,7 +13,7 @@ from .options import PATH, json_option, session
 @json_option
 def contracts_cmd(as_json) -> None:
     """Print the contract manifest (batch record, lane record, report, store layout) as JSON."""
-    from ..model import contracts_manifest
+    from ..core.model import contracts_manifest
 
     render.emit_json(contracts_manifest())
 
@@ -23,7 +23,7 @@ def contracts_cmd(as_json) -> None:
 @json_option
 def schema_cmd(which, as_json) -> None:
     """Print the JSON schemas of the records and the report (JSON, with or without --json)."""
-    from ..model import schemas
+    from ..core.model import schemas
 
     docs = schemas()
     render.emit_json(docs[which] if which else docs)
@@ -33,7 +33,7 @@ def schema_cmd(which, as_json) -> None:
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
 def completion_cmd(shell) -> None:
     """Print the completion script for SHELL."""
-    from ..completion import script
+    from ..surface.completion import script
 
     click.echo(script(shell), nl=False)
 
@@ -43,8 +43,8 @@ def completion_cmd(shell) -> None:
 @click.option("--uninstall", is_flag=True, help="Remove the aliases git-lanes installed.")
 def aliases_cmd(install, uninstall) -> None:
     """List, install or uninstall short Git aliases (git lt = git lanes tick, ...)."""
-    from ..aliases import aliases
-    from ..errors import usage
+    from ..core.errors import usage
+    from ..surface.aliases import aliases
 
     if install and uninstall:
         raise usage("--install and --uninstall are mutually exclusive")
@@ -60,7 +60,7 @@ def help_cmd(command) -> None:
     """Show the help of COMMAND (of git lanes without one): the man page on a terminal, as git help does."""
     import sys
 
-    from ..errors import usage
+    from ..core.errors import usage
 
     ctx = click.get_current_context()
     group = ctx.parent.command if ctx.parent is not None else cli
@@ -68,7 +68,7 @@ def help_cmd(command) -> None:
     if command and target is None:
         raise usage(f"no such command: {command} (git lanes help lists them)")
     if sys.stdin.isatty() and sys.stdout.isatty():
-        from ..helpdoc import open_manual
+        from ..surface.helpdoc import open_manual
 
         if open_manual():
             return
@@ -88,7 +88,7 @@ def mcp_cmd(lane, allow_yes) -> None:
     """Serve the commands as Model Context Protocol tools on stdin/stdout (needs git-lanes[mcp])."""
     import os
 
-    from ..errors import usage
+    from ..core.errors import usage
     from ..mcp import INSTALL_HINT, available
 
     if not available():

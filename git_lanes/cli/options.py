@@ -10,13 +10,13 @@ from .lanecmds import session  # noqa: F401  (click-free: the lane side's fast p
 
 
 def complete_slugs(ctx, param, incomplete):
-    from ..complete import slugs
+    from ..surface.complete import slugs
 
     return slugs(incomplete)
 
 
 def complete_tasks(ctx, param, incomplete):
-    from ..complete import tasks
+    from ..surface.complete import tasks
 
     return tasks(incomplete)
 
@@ -51,7 +51,7 @@ class _NonEmptyPath(click.Path):
     def convert(self, value, param, ctx):
         if isinstance(value, str) and not value:
             self.fail("must not be empty", param, ctx)
-        from ..ids import has_control
+        from ..core.ids import has_control
 
         if isinstance(value, str) and has_control(value):
             self.fail("must not contain a control character (a newline, a tab, ...)", param, ctx)
@@ -98,7 +98,7 @@ def start_options(f):
 
 def start_opts(max_parallel, max_children, qa_failure_limit, final_checks, delegate_revisions, executor_runtime,
                worktree, yes, no_receipts=False, verify_window=None, budget_usd=None, budget_tokens=None):
-    from ..start import StartOptions
+    from ..batch.start import StartOptions
 
     return StartOptions(max_parallel=max_parallel, max_children=max_children, qa_failure_limit=qa_failure_limit,
                         final_checks=list(final_checks) or None, delegate_revisions=delegate_revisions,
@@ -111,7 +111,7 @@ def confirm_fn(yes: bool):
     """Ask at a terminal (stderr), or take `--yes`; no terminal and no `--yes` shows what it would have
     confirmed (stderr) and refuses."""
     def confirm(text: str) -> bool:
-        from ..errors import refused
+        from ..core.errors import refused
 
         if yes:
             return True

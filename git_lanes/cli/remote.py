@@ -44,7 +44,7 @@ def pull_cmd(remote, as_json) -> None:
 @json_option
 def join_cmd(first, task, remote, slug_opt, path, as_json) -> None:
     """Claim, in this clone, the lane a pulled provision handoff names."""
-    from ..errors import usage
+    from ..core.errors import usage
     from ..remote.claims import join
 
     slug, task = (None, first) if task is None else (first, task)
@@ -73,7 +73,7 @@ def join_cmd(first, task, remote, slug_opt, path, as_json) -> None:
 @json_option
 def work_cmd(slug, remote, executor, jobs, once, interval, as_json) -> None:
     """The executor machine's loop: join lanes of a remote batch and run sessions in them."""
-    from ..remote.work import work
+    from ..run.work import work
 
     render.run_result(work(session(), slug, remote=remote, executor=executor, jobs=jobs, once=once,
                            interval=interval, as_json=as_json, out=render.say), as_json)

@@ -48,8 +48,8 @@ def _isatty(stream) -> bool:
 def failure(exc: Exception | KeyboardInterrupt, as_json: bool) -> int:
     """What a command that raised prints (never a traceback, unless GIT_LANES_DEBUG asks): its exit
     code. The click-specific errors are `app.main`'s."""
-    from ..errors import LanesError
-    from ..redact import redact
+    from ..core.errors import LanesError
+    from ..core.redact import redact
 
     if isinstance(exc, Fail):
         return exc.exit_code
@@ -163,7 +163,7 @@ def report(r: dict) -> None:
     fv = r.get("final_verification")
     if fv:
         say(f"final verification: {'passed' if fv['passed'] else 'FAILED'} at {fv['head'][:12]}")
-    from ..report import handoff_command
+    from ..core.report import handoff_command
 
     for h in r["handoffs"] if not r.get("driver") else []:   # a run that drives the batch takes them
         role = h.get("action") or h.get("next_obligation")
@@ -174,7 +174,7 @@ def report(r: dict) -> None:
 
 def remote_where(c: dict) -> str:
     """A remote lane's machine and the age of its last heartbeat (SPEC §17.2)."""
-    from ..clock import now, parse_time
+    from ..core.clock import now, parse_time
 
     remote = c["lane"]["remote"]
     text = f"in clone {remote['clone_id']} on {remote['host']}"
@@ -186,7 +186,7 @@ def remote_where(c: dict) -> str:
 
 def usage_line(used: dict | None) -> None:
     """`usage: $1.25, 5300 tokens` (SPEC §17.4), when anything reported usage."""
-    from ..metering import cost_text
+    from ..batch.metering import cost_text
 
     if used and cost_text(used):
         say(f"usage: {cost_text(used)}")
@@ -194,8 +194,8 @@ def usage_line(used: dict | None) -> None:
 
 def show(doc: dict) -> None:
     """`git lanes show`: one child and its lane record, as a person reads them (no reprs)."""
-    from ..checks import failure_line
-    from ..metering import cost_text
+    from ..batch.metering import cost_text
+    from ..domain.checks import failure_line
 
     c = doc["child"]
     say(f"{c['task_id']}: {c['state']} (batch {doc['batch_id']})")
@@ -254,7 +254,7 @@ def show(doc: dict) -> None:
 
 def _failing(results: list[dict], everything: bool = False) -> None:
     """Each failing result (every result with `everything`) with its status, command and whole output tail."""
-    from ..checks import status_text
+    from ..domain.checks import status_text
 
     for r in results:
         if r["passed"]:
@@ -268,7 +268,7 @@ def _failing(results: list[dict], everything: bool = False) -> None:
 
 def check_results(results: list[dict], limit: int | None = None) -> None:
     """`ok   <id>: <command>` / `FAIL <id> (<status>): <command>` (and, with `limit`, a failure's last lines)."""
-    from ..checks import status_text, tail_lines
+    from ..domain.checks import status_text, tail_lines
 
     for r in results:
         if r["passed"]:
@@ -291,7 +291,7 @@ def attempt(doc: dict) -> None:
 
 def qa_failed(doc: dict) -> None:
     """`error: qa_failed: <failing check ids, or the note>`."""
-    from ..checks import failed_summary
+    from ..domain.checks import failed_summary
 
     err("error", "qa_failed: " + failed_summary(doc["results"], doc.get("note")))
 

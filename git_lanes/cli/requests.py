@@ -24,8 +24,8 @@ from .options import json_option, session, slug_option, task_arg
 @json_option
 def instruct_cmd(task, slug, message, file, edit, kind, session_state, as_json) -> None:
     """Send an instruction or correction to an idle lane session (a tick carrying it)."""
+    from ..core.errors import usage
     from ..decisions.instruction import parse_instruction
-    from ..errors import usage
     from ..tick import Request, run_tick
 
     if sum(x is not None and x is not False for x in (message, file, edit)) != 1:
@@ -34,8 +34,8 @@ def instruct_cmd(task, slug, message, file, edit, kind, session_state, as_json) 
     if edit:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise usage("--edit needs a terminal; write the text to a file and pass --file FILE")
-        from ..compose import edit_text
-        from ..ids import check_id
+        from ..batch.compose import edit_text
+        from ..core.ids import check_id
 
         check_id(task, "task id")
         s = session()
@@ -64,9 +64,9 @@ def instruct_cmd(task, slug, message, file, edit, kind, session_state, as_json) 
 @json_option
 def review_cmd(task, slug, approve, reject, message, as_json) -> None:
     """Give a review verdict on a lane whose intent asks for one."""
-    from ..errors import usage
-    from ..ids import check_id
-    from ..status import check_tasks
+    from ..batch.status import check_tasks
+    from ..core.errors import usage
+    from ..core.ids import check_id
     from ..tick import Request, run_tick
 
     if approve and reject:
@@ -95,9 +95,9 @@ def review_cmd(task, slug, approve, reject, message, as_json) -> None:
 @json_option
 def revise_cmd(task, slug, intent_file, yes, as_json) -> None:
     """Propose a revised intent for an enrolled child (a tick carrying it)."""
-    from ..ids import check_id
-    from ..revise import ask_first, read_request
-    from ..status import check_tasks
+    from ..batch.status import check_tasks
+    from ..core.ids import check_id
+    from ..domain.revise import ask_first, read_request
     from ..tick import Request, run_tick
 
     check_id(task, "task id")

@@ -25,13 +25,13 @@ from .options import PATH, confirm_fn, json_option, required_slug, session, star
 @json_option
 def run_cmd(slug, executor, corrector, remote, interval, new, as_json, yes, **kw) -> None:
     """Drive a batch unattended: provision, run executors, tick, correct, release."""
-    from ..errors import usage
+    from ..core.errors import usage
     from ..run import run
 
     if remote is not None:
         if executor is not None or corrector is not None:
             raise usage("--remote runs no local executor: --executor and --corrector go to 'git lanes work'")
-        from ..remote.coordinate import run_remote
+        from ..run.coordinate import run_remote
 
         result = run_remote(session(), slug, remote=remote, opts=start_opts(yes=yes, **kw), confirm=confirm_fn(yes),
                             interval=interval, as_json=as_json, out=render.say)

@@ -16,7 +16,7 @@ from .options import complete_tasks, json_option, path_option, session, slug_arg
 @json_option
 def provision_cmd(task, slug, path, as_json) -> None:
     """Create the lane a provision handoff names, then tick with the offer."""
-    from ..steward import provision
+    from ..batch.steward import provision
 
     s = session()
     render.outcome(provision(s, s.choose_slug(slug), task, path), as_json)
@@ -32,9 +32,9 @@ def provision_cmd(task, slug, path, as_json) -> None:
 @json_option
 def release_cmd(task, slug, keep_branch, stale, remote, as_json) -> None:
     """Remove a lane that a release handoff names (or --stale lanes of finished batches)."""
-    from ..errors import usage
+    from ..core.errors import usage
     from ..remote.claims import outside_lane, release
-    from ..remote.stale import release_stale   # the steward's, or an executor clone's lost lanes
+    from ..remote.stale import release_stale  # the steward's, or an executor clone's lost lanes
 
     s = outside_lane(session())
     if stale:
@@ -54,7 +54,7 @@ def release_cmd(task, slug, keep_branch, stale, remote, as_json) -> None:
 @json_option
 def audit_cmd(slug, as_json) -> None:
     """Check every imm-lane/* branch against the records; exit 1 on findings."""
-    from ..audit import audit
+    from ..batch.audit import audit
 
     findings = audit(session(), slug)
     if as_json:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import usage
-from ..ids import check_id, require_utf8
+from ..core.errors import usage
+from ..core.ids import check_id, require_utf8
 
 MAX_TEXT = 4000
 KINDS = ("instruction", "correction")

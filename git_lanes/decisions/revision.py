@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Literal, Sequence
 
-from ..intent import AcceptanceItem, Intent
+from ..plan.intent import AcceptanceItem, Intent
 
 _WILDCARDS = ("*", "?", "[", "]")
 

@@ -11,11 +11,11 @@ No module outside this package imports dulwich or runs `git`.
 """
 
 from .git import Git
-from .process import FALLBACK_IDENT, MIN_GIT, SAFE_CONFIG, ZERO_OID, GitError, init_repository, is_oid, local_env_vars
 from .objects import CommitInfo, MissingObject, TreeEntry, quote_path, trailers
+from .process import FALLBACK_IDENT, MIN_GIT, SAFE_CONFIG, ZERO_OID, GitError, init_repository, is_oid, local_env_vars
 from .refs import (BATCH_BRANCH_PREFIX, BATCH_RECORD_PREFIX, EVIDENCE_REF, LANE_BRANCH_PREFIX, LANE_RECORD_PREFIX,
-                   STATE_PREFIX, BatchBranch, LaneBranch, RefRaceError, batch_record_ref, branch_ref,
-                   lane_record_ref, short_branch)
+                   STATE_PREFIX, BatchBranch, LaneBranch, RefRaceError, batch_record_ref, branch_ref, lane_record_ref,
+                   short_branch)
 from .worktrees import StatusEntry, Worktree, WorktreeList
 
 __all__ = [

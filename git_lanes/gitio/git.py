@@ -17,7 +17,7 @@ import subprocess
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
-from ..errors import ExitCode, LanesError
+from ..core.errors import ExitCode, LanesError
 from .process import FALLBACK_IDENT, MIN_GIT, SAFE_CONFIG, GitError, scrubbed_env, spawn
 
 if TYPE_CHECKING:

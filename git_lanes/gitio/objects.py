@@ -242,7 +242,7 @@ class ObjectDB:
 
         An object already there (loose, or written by this process) is not written again; one that
         is only packed gets a loose copy, which Git reads the same (and `gc` drops)."""
-        from ..digests import sha1_hex   # here: a command that only reads never loads it
+        from ..core.digests import sha1_hex  # here: a command that only reads never loads it
 
         raw = f"{kind} {len(body)}".encode() + b"\0" + body
         oid = sha1_hex(raw)

@@ -9,7 +9,7 @@ import subprocess
 import time
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ..errors import ExitCode, LanesError
+from ..core.errors import ExitCode, LanesError
 
 ZERO_OID = "0" * 40
 # SPEC §8's three, and two a user's configuration would turn against a landing: `submodule.recurse`

@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..errors import ExitCode, LanesError, refused, usage
+from ..core.errors import ExitCode, LanesError, refused, usage
 
 
 class Client:
@@ -38,7 +38,7 @@ class Call:
 
     def session(self, lane_side: bool = False):
         """A new Session per call: nothing cached between calls (each call is a fresh command)."""
-        from ..session import Session
+        from ..domain.session import Session
 
         if lane_side and self.lane is None:
             raise usage("this tool runs in a lane: start the server there, or with --lane PATH")
@@ -78,7 +78,7 @@ class Call:
 
     def run(self, fn: Callable[[], Any]) -> Any:
         """`fn()` in this thread, interruptible by `interrupt()` (checks watched for progress)."""
-        from ..checks import watching
+        from ..domain.checks import watching
 
         self._thread = threading.get_ident()
         try:
@@ -110,7 +110,7 @@ def outcome_doc(result) -> dict[str, Any]:
 def refusal(exc: BaseException) -> dict[str, Any]:
     """The structured content of a refused call: `{code, detail, exit_code}` (+ `report`, `hint`, and what
     a confirmation would have confirmed) and its `error:` line."""
-    from ..redact import redact
+    from ..core.redact import redact
 
     if isinstance(exc, KeyboardInterrupt):
         return {"code": "interrupted", "detail": "the call was cancelled", "exit_code": 130,
@@ -132,6 +132,6 @@ def refusal(exc: BaseException) -> dict[str, Any]:
 
 def qa_refusal(doc: dict[str, Any]) -> LanesError:
     """A failed `done` attempt: the CLI's `error: qa_failed: …` (exit 1) with the attempt as its report."""
-    from ..checks import failed_summary
+    from ..domain.checks import failed_summary
 
     return refused("qa_failed", failed_summary(doc["results"], doc.get("note")), report=doc)

@@ -17,7 +17,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from .. import __version__
-from ..errors import usage
+from ..core.errors import usage
 from .calls import Call, Client, refusal
 from .tools import TOOLS, Tool, input_schema, output_schema
 
@@ -30,7 +30,7 @@ TEMPLATES = (("lanes://batch/{slug}", "batch report", "The report of a slug's la
 
 def in_lane(cwd: str) -> bool:
     """Whether `cwd` is a lane worktree (on an imm-lane/ branch)."""
-    from ..session import LANE_PREFIX, Session
+    from ..domain.session import LANE_PREFIX, Session
 
     try:
         branch = Session(cwd=cwd, warn=lambda _t: None, lane_side=True).current_branch()
@@ -131,7 +131,7 @@ class LanesServer:
             for uri, name, text in TEMPLATES])
 
     async def read_resource(self, ctx, params) -> types.ReadResourceResult:
-        from .. import status as views
+        from ..batch import status as views
 
         uri = str(params.uri)
         parts = uri.removeprefix("lanes://").split("/") if uri.startswith("lanes://") else []
@@ -142,7 +142,7 @@ class LanesServer:
             fn = lambda: views.show(call.session(), parts[1], parts[2])["lane_record"]   # noqa: E731
         else:
             raise ValueError(f"unknown resource {uri} (lanes://batch/<slug>, lanes://lane/<slug>/<task>)")
-        from ..ids import check_id
+        from ..core.ids import check_id
 
         for part in parts[1:]:
             check_id(part, "slug or task id")

@@ -51,8 +51,8 @@ YES = _b("Confirm (honoured only without elicitation, by a server started with -
 
 def _path(value: str | None, name: str) -> str | None:
     """A path argument as the CLI's PATH type takes it: not empty, no control character."""
-    from ..errors import usage
-    from ..ids import has_control
+    from ..core.errors import usage
+    from ..core.ids import has_control
 
     if value is not None and (not value or has_control(value)):
         raise usage(f"invalid {name}: must not be empty or contain a control character")
@@ -62,8 +62,8 @@ def _path(value: str | None, name: str) -> str | None:
 # -- coordinator tools ----------------------------------------------------------------------------------
 
 def plan(c: Call, a):
-    from ..ids import check_id
-    from ..status import plan_view
+    from ..batch.status import plan_view
+    from ..core.ids import check_id
 
     check_id(a["slug"], "slug")
     doc, _title, differs, _risks = plan_view(c.session(), a["slug"], a.get("max_parallel", 1))
@@ -73,7 +73,7 @@ def plan(c: Call, a):
 
 
 def start(c: Call, a):
-    from ..start import StartOptions, start_batch
+    from ..batch.start import StartOptions, start_batch
 
     yes = a.get("yes", False)
     opts = StartOptions(max_parallel=a.get("max_parallel", 1), max_children=a.get("max_children"),
@@ -86,7 +86,7 @@ def start(c: Call, a):
 
 
 def status(c: Call, a):
-    from .. import status as views
+    from ..batch import status as views
 
     s = c.session()
     return views.status(s, s.choose_slug(a.get("slug")))
@@ -105,7 +105,7 @@ def tick(c: Call, a):
 
 
 def provision(c: Call, a):
-    from ..steward import provision as provision_fn
+    from ..batch.steward import provision as provision_fn
 
     s = c.session()
     return outcome_doc(provision_fn(s, s.choose_slug(a.get("slug")), a["task"], _path(a.get("path"), "path")))
@@ -123,8 +123,8 @@ def instruct(c: Call, a):
 
 
 def review(c: Call, a):
-    from ..ids import check_id
-    from ..status import check_tasks
+    from ..batch.status import check_tasks
+    from ..core.ids import check_id
     from ..tick import Request, run_tick
 
     check_id(a["task"], "task id")
@@ -138,9 +138,9 @@ def review(c: Call, a):
 def revise(c: Call, a):
     from dataclasses import replace
 
-    from ..ids import check_id
-    from ..revise import ask_first, read_request
-    from ..status import check_tasks
+    from ..batch.status import check_tasks
+    from ..core.ids import check_id
+    from ..domain.revise import ask_first, read_request
     from ..tick import Request, run_tick
 
     check_id(a["task"], "task id")
@@ -156,7 +156,7 @@ def revise(c: Call, a):
 
 
 def resume(c: Call, a):
-    from ..resume import resume_batch
+    from ..batch.resume import resume_batch
 
     return outcome_doc(resume_batch(c.session(), a["slug"], list(a.get("restart", [])), a.get("delegate_revisions"),
                                     c.confirm_fn(a.get("yes", False)), list(a.get("tasks", [])),
@@ -164,7 +164,7 @@ def resume(c: Call, a):
 
 
 def integrate(c: Call, a):
-    from ..status import check_tasks
+    from ..batch.status import check_tasks
     from ..tick import INTEGRATE, Request, run_tick
 
     s = c.session()
@@ -176,9 +176,9 @@ def integrate(c: Call, a):
 
 
 def verify(c: Call, a):
-    from ..checks import failed_summary
-    from ..errors import refused
-    from ..verify import verify as verify_fn
+    from ..batch.verify import verify as verify_fn
+    from ..core.errors import refused
+    from ..domain.checks import failed_summary
 
     s = c.session()
     doc = verify_fn(s, s.choose_slug(a.get("slug")), a.get("commit"))
@@ -188,29 +188,29 @@ def verify(c: Call, a):
 
 
 def diff(c: Call, a):
-    from ..diffview import diff_view
+    from ..batch.diffview import diff_view
 
     s = c.session()
     return diff_view(s, s.choose_slug(a.get("slug")), a["task"])
 
 
 def show(c: Call, a):
-    from .. import status as views
+    from ..batch import status as views
 
     s = c.session()
     return views.show(s, s.choose_slug(a.get("slug")), a["task"])
 
 
 def log(c: Call, a):
-    from .. import status as views
+    from ..batch import status as views
 
     s = c.session()
     return views.audit_trail(s, s.choose_slug(a.get("slug")))
 
 
 def audit(c: Call, a):
-    from ..audit import audit as audit_fn
-    from ..errors import refused
+    from ..batch.audit import audit as audit_fn
+    from ..core.errors import refused
 
     findings = audit_fn(c.session(), a.get("slug"))
     if findings:
@@ -219,15 +219,15 @@ def audit(c: Call, a):
 
 
 def receipts(c: Call, a):
-    from ..receipts import receipts_view
+    from ..domain.receipts import receipts_view
 
     return receipts_view(c.session(), a.get("prune"))
 
 
 def release(c: Call, a):
-    from ..errors import usage
+    from ..batch.steward import release_stale
+    from ..core.errors import usage
     from ..remote.claims import release as release_fn
-    from ..steward import release_stale
 
     s = c.session()
     if a.get("stale"):
@@ -241,16 +241,16 @@ def release(c: Call, a):
 # -- lane-side tools ------------------------------------------------------------------------------------
 
 def task(c: Call, a):
-    from ..laneside import task_info
+    from ..lane.side import task_info
 
     return task_info(c.session(lane_side=True))
 
 
 def done(c: Call, a):
-    from ..laneside import done as done_fn
+    from ..lane.side import done as done_fn
 
-    from ..errors import usage
-    from ..metering import parse_usage
+    from ..batch.metering import parse_usage
+    from ..core.errors import usage
 
     reported = parse_usage(a["usage"]) if a.get("usage") is not None else None
     if isinstance(reported, str):
@@ -264,13 +264,13 @@ def done(c: Call, a):
 
 
 def give_up(c: Call, a):
-    from ..laneside import give_up as give_up_fn
+    from ..lane.side import give_up as give_up_fn
 
     return give_up_fn(c.session(lane_side=True), a["message"])
 
 
 def inbox(c: Call, a):
-    from ..laneside import inbox as inbox_fn
+    from ..lane.side import inbox as inbox_fn
 
     return inbox_fn(c.session(lane_side=True), ack=a.get("ack", False))
 
@@ -361,6 +361,6 @@ def output_schema(tool: Tool) -> dict[str, Any] | None:
     """The command's document's JSON Schema (`git lanes schema`), where there is one."""
     if tool.output is None:
         return None
-    from ..model import schemas
+    from ..core.model import schemas
 
     return schemas()[tool.output]

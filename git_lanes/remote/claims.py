@@ -20,15 +20,15 @@ import os
 import uuid
 from typing import Any, Callable
 
-from ..clone import clone_id, host_name
-from ..errors import LanesError, refused, usage
+from ..core.errors import LanesError, refused, usage
+from ..core.ids import check_id
+from ..core.model import Claim, LaneRecord, Released
+from ..domain.clone import clone_id, host_name
+from ..domain.lanehost import live_claim
+from ..domain.session import Session
 from ..gitio import BatchBranch, LaneBranch, RefRaceError, branch_ref, lane_record_ref
 from ..gitio.transport import push_atomic
-from ..ids import check_id
-from ..lanehost import live_claim
-from ..laneside import write_lane_record
-from ..model import Claim, LaneRecord, Released
-from ..session import Session
+from ..lane.side import write_lane_record
 from ..store import CorruptRecord, lane_lock
 from .replicate import ATTEMPTS, pull, push_retrying, resolve_remote
 
@@ -186,8 +186,8 @@ def _drop_half_joined(s: Session, branch: LaneBranch, base_head: str) -> bool:
     """A join killed before its claim was written leaves a lane nobody claims: its branch still at the
     base the handoff names and nothing in its worktree. Removed (the join goes on), as the join would
     have on a lost race; True. Anything else is work, kept: False."""
-    from ..snapshot import worktree_clean
-    from ..workspace import remove_lane
+    from ..domain.snapshot import worktree_clean
+    from ..domain.workspace import remove_lane
 
     wt = s.worktree_on(branch.name)
     if wt is None or s.git.refs.resolve(branch.ref) != base_head:
@@ -203,8 +203,8 @@ def _drop_half_joined(s: Session, branch: LaneBranch, base_head: str) -> bool:
 
 
 def _join_once(s: Session, slug: str, task_id: str, path: str | None, remote: str) -> dict[str, Any] | None:
+    from ..domain.workspace import create_lane, missing_folders, remove_if_empty
     from ..tick import status_report
-    from ..workspace import create_lane, missing_folders, remove_if_empty
 
     git = s.git
     snap = s.batches.read(slug)
@@ -306,7 +306,7 @@ def _push_claim(s: Session, remote: str, branch_ref: str, base: str, record_ref:
 def _undo(s: Session, slug: str, task_id: str, target: str, branch: LaneBranch, commit: str,
           record_tip: str | None, replaced: str | None, made: list[str]) -> None:
     """A lost claim race: remove what join created (the worktree, the branch, the record write)."""
-    from ..workspace import remove_if_empty, remove_lane
+    from ..domain.workspace import remove_if_empty, remove_lane
 
     remove_lane(s, target, branch.name)   # and the folders up to the lane root it left empty
     remove_if_empty(made)
@@ -348,9 +348,9 @@ def release(s: Session, slug: str, task_id: str, keep_branch: bool = False,
     """`git lanes release <task>`: a lane of this clone (SPEC §14) is removed here, its record gets a last
     revision with `released {at}` and is pushed (unless `remote` is None: the caller pushes); any other
     lane goes to the built-in steward."""
-    from .. import steward
+    from ..batch import steward
+    from ..domain.workspace import remove_lane
     from ..tick import status_report
-    from ..workspace import remove_lane
 
     check_id(task_id, "task id")
     snap = s.batches.read(slug)

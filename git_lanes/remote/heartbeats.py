@@ -10,14 +10,14 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..domain.session import Session
 
 
 @contextmanager
 def beating(beat: Callable[["Session"], None], cwd: str, event: Callable[[str], None],
             poll: float = 1.0) -> Iterator[None]:
     """Call `beat(session)` every `poll` seconds (it decides whether a heartbeat is due) until the block ends."""
-    from ..session import Session
+    from ..domain.session import Session
 
     stop = threading.Event()
 

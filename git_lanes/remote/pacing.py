@@ -9,8 +9,8 @@ from __future__ import annotations
 import queue
 import time
 
-from ..errors import LanesError
-from ..laneside import give_up
+from ..core.errors import LanesError
+from ..lane.side import give_up
 
 FAST_MIN = 0.25       # seconds: the shortest poll while the other side's answer is due
 FAST_FOR = 10.0       # seconds after the last change that polls stay short

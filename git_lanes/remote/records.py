@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..clone import clone_id
-from ..errors import LanesError
+from ..core.errors import LanesError
+from ..domain.clone import clone_id
+from ..domain.lanehost import live_claim
+from ..domain.session import Session
 from ..gitio import BatchBranch, LaneBranch, batch_record_ref, lane_record_ref
-from ..lanehost import live_claim
-from ..session import Session
 
 if TYPE_CHECKING:
-    from ..model import BatchRecord, Child
+    from ..core.model import BatchRecord, Child
 
 
 class Records:

@@ -4,9 +4,9 @@ beating cannot be (restart it instead: another machine takes it)."""
 
 from __future__ import annotations
 
+from ..domain.lanehost import RemoteLanes, batch_timeout, silence
+from ..domain.session import Session
 from ..gitio import branch_ref
-from ..lanehost import RemoteLanes, batch_timeout, silence
-from ..session import Session
 from ..store import CorruptRecord
 
 

@@ -81,10 +81,10 @@ import hashlib
 import os
 from typing import Any, Callable
 
-from ..errors import refused, usage
+from ..core.errors import refused, usage
+from ..domain.session import Session
 from ..gitio import LANE_BRANCH_PREFIX, Git, RefRaceError, branch_ref
 from ..gitio.transport import fetch_mirror, push_atomic
-from ..session import Session
 from ..store import fetch_lock
 from .records import Records
 
@@ -377,7 +377,7 @@ def _classify_pull(s: Session, records: Records, ref: str, ours: str | None, the
 def _lane_commit_arrives(s: Session, records: Records, ref: str, theirs: str, worktree: str) -> bool:
     """A lane branch checked out here may move to the lane commit the record names for it when the
     worktree delivers exactly that commit's tree (nothing in the worktree changes)."""
-    from ..snapshot import snapshot_tree
+    from ..domain.snapshot import snapshot_tree
 
     if records.lane_commit_of(ref) != theirs or not s.git.odb.has(theirs):
         return False

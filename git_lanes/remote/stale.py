@@ -15,18 +15,18 @@ import os
 import time
 from typing import Any
 
-from ..clone import clone_id
-from ..errors import LanesError, usage
+from ..core.errors import LanesError, usage
+from ..core.model import Released
+from ..domain.clone import clone_id
+from ..domain.lanehost import live_claim
+from ..domain.session import Session
 from ..gitio import LaneBranch, lane_record_ref
-from ..lanehost import live_claim
-from ..model import Released
-from ..session import Session
 from ..store import CorruptRecord
 from .views import coordinates, remotes
 
 
 def release_stale(s: Session, slug: str, remote: str | None = None) -> dict[str, Any]:
-    from .. import steward
+    from ..batch import steward
 
     snap = s.batches.read(slug)
     if snap is None:
@@ -46,9 +46,9 @@ def _lane_branches(s: Session, slug: str) -> list[LaneBranch]:
 
 
 def _release_lost(s: Session, rec, remote: str) -> dict[str, Any]:
-    from ..snapshot import snapshot_tree
-    from ..snapshot import SNAPSHOT_IDENT
-    from ..workspace import remove_lane
+    from ..domain.snapshot import snapshot_tree
+    from ..domain.snapshot import SNAPSHOT_IDENT
+    from ..domain.workspace import remove_lane
 
     mine = clone_id(s.git)
     released, skipped, pushed = [], [], []
@@ -111,7 +111,7 @@ def _kept(s: Session, rec, task: str, commit: str) -> bool:
 
 def _archive(s: Session, slug: str, task: str, run_id: str, commit: str) -> None:
     """A last revision of this clone's lane record (`released`), `commit` as an extra parent."""
-    from ..laneside import write_lane_record
+    from ..lane.side import write_lane_record
 
     at = s.clock()
     write_lane_record(s, slug, task, run_id,

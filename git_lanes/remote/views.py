@@ -11,9 +11,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from ..clone import clone_id
+from ..domain.clone import clone_id
+from ..domain.session import Session
 from ..gitio import BatchBranch
-from ..session import Session
 from ..store import CorruptRecord
 
 WORK_HINT = "git lanes work {slug} --remote {remote} --executor CMD"

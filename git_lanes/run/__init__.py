@@ -15,15 +15,15 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..checks import split_command
-from ..errors import ExitCode, LanesError, usage
+from ..core.errors import ExitCode, LanesError, usage
+from ..core.ids import check_id, shell_syntax_problem
+from ..domain.checks import split_command
+from ..domain.procs import kill_all, stopping
+from ..domain.session import Session
+from ..domain.workspace import log_base, repo_id, setup_command
 from ..gitio import BatchBranch
-from ..ids import check_id, shell_syntax_problem
-from ..procs import kill_all, stopping
-from ..session import Session
 from ..store import run_lock
 from ..tick import status_report
-from ..workspace import log_base, repo_id, setup_command
 from .loop import TERMINAL, Driver, Stop
 from .sessions import logged_sessions
 
@@ -59,8 +59,8 @@ def _failed_attempts(s: Session, slug: str, batch_id: str, task_id: str, archive
 def next_steps(s: Session, slug: str, record, executor: str = "...", again: str | None = None) -> list[str]:
     """What to do next, as commands to paste (SPEC §13 v3): land a completed batch; look at and free
     each parked child (resume it when Git can recover it, else restart it)."""
-    from ..report import land_command
-    from ..resume import recover
+    from ..batch.resume import recover
+    from ..core.report import land_command
 
     if record.batch_state == "completed":
         return [f"land it on {record.base_branch or 'your branch'}: {land_command(record)}"]
@@ -112,7 +112,7 @@ def summary_facts(s: Session, slug: str, report: dict[str, Any], driver: Driver 
              str(_failed_attempts(s, slug, report["batch_id"], c["task_id"], archived.get(c["task_id"], []))),
              str(c.get("corrections", 0)), (c.get("commit") or "")[:12])
             for c in report["children"]]
-    from ..metering import totals
+    from ..batch.metering import totals
 
     used = totals(s, slug, report)   # SPEC §17.4: a cost column when any cost was reported
     costs = {t: u["cost_usd"] for t, u in (used or {}).get("children", {}).items() if "cost_usd" in u}
@@ -154,7 +154,7 @@ def _shown(value: Any) -> str:
 def _release_finished(s: Session, slug: str, say: Callable[[str], None]) -> None:
     """The integrated lanes a batch that ended outside `run` still has (e.g. by `resume`'s tick) go: before a
     new batch starts (they would be stale_lanes), and when `run` leaves a needs_human batch alone."""
-    from ..steward import release_gone, release_integrated
+    from ..batch.steward import release_gone, release_integrated
 
     report = status_report(s, slug)
     handoffs = [h for h in report["handoffs"] if h.get("action") == "release"]
@@ -169,7 +169,7 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
         confirm: Callable[[str], bool] | None = None, as_json: bool = False,
         out: Callable[[str], None] = print, new: bool = False) -> RunResult:
     """Drive the batch of `slug` to its end; exit 0 only for `completed` with final verification passed."""
-    from ..start import StartOptions
+    from ..batch.start import StartOptions
 
     check_id(slug, "slug")
     argv = split_command(executor)
@@ -195,7 +195,7 @@ def run(s: Session, slug: str, *, executor: str, corrector: str | None = None, o
 def _run(s: Session, slug: str, executor: str, corrector: str | None, argv: list[str],
          corrector_argv: list[str] | None, opts, confirm: Callable[[str], bool] | None, as_json: bool,
          out: Callable[[str], None], new: bool = False) -> RunResult:
-    from ..start import start
+    from ..batch.start import start
 
     again = f"git lanes run {slug} --executor {shlex.quote(executor)}" \
         + (f" --corrector {shlex.quote(corrector)}" if corrector is not None else "")
@@ -264,7 +264,7 @@ def drop_scratch(coord: Session, final: dict[str, Any], event: Callable[[str], N
     """A loop that ended its batch removes the scratch pool when `lanes.keepScratch` is false (SPEC §13;
     `drop_scratch_pool` keeps it while another batch is active)."""
     if final["batch_state"] in TERMINAL and not coord.git.config_bool("lanes.keepScratch", True):
-        from ..steward import drop_scratch_pool
+        from ..batch.steward import drop_scratch_pool
 
         for path in drop_scratch_pool(coord):
             event(f"removed scratch worktree {path} (lanes.keepScratch is false)")

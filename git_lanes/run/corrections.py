@@ -7,7 +7,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..decisions.instruction import MAX_TEXT, InstructionRequest
-from ..procs import run as run_process
+from ..domain.procs import run as run_process
 from ..tick import Request
 from .prompts import default_correction, failing_checks, failure_text
 from .provisions import Stop

@@ -101,10 +101,10 @@ def build(root: str, config: dict[str, str] | None = None) -> None:
 
 def demo(directory: str | None, *, as_json: bool = False, out: Callable[[str], None] = print):
     """Build the sample project (in DIR, or a new temporary directory) and run its initiative."""
-    from ..errors import usage
+    from ..batch.start import StartOptions, new_directory
+    from ..core.errors import usage
+    from ..domain.session import Session
     from ..gitio import local_env_vars
-    from ..session import Session
-    from ..start import StartOptions, new_directory
     from . import run
 
     def note(text: str) -> None:
@@ -143,7 +143,7 @@ def demo(directory: str | None, *, as_json: bool = False, out: Callable[[str], N
     result.summary["after"] = (f"The demo project is in {root}: try 'git -C {where} log --oneline "
                                f"imm/{SLUG}', 'git -C {where} lanes status {SLUG}' or "
                                f"'git -C {where} log --notes=lanes/evidence -1 imm/{SLUG}'.")
-    from ..board import report   # the batch's page, under DIR with its session logs (SPEC §17.5)
+    from ..board import report  # the batch's page, under DIR with its session logs (SPEC §17.5)
 
     result.summary["after"] += f"\nreport: {report(Session(cwd=root), SLUG)}"
     return result

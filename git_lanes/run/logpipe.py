@@ -11,7 +11,7 @@ import os
 import threading
 from typing import Iterable
 
-from ..redact import MASK
+from ..core.redact import MASK
 
 
 class RedactedLog:

@@ -17,12 +17,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..checks import failure_line
+from ..batch.metering import over_budget
+from ..core.errors import LanesError
 from ..decisions.admission import MAX_OFFERS
-from ..errors import LanesError
-from ..metering import over_budget
-from ..procs import CtrlC, kill_all
-from ..session import Session
+from ..domain.checks import failure_line
+from ..domain.procs import CtrlC, kill_all
+from ..domain.session import Session
 from ..tick import Pending, Request, hold_landing, tick, verify
 from .corrections import Correcting
 from .metering import budget_stop
@@ -360,7 +360,7 @@ class Driver(Provisioning, Correcting):
 
     def give_lane_up(self, sess: Sess, text: str, failing: str) -> None:
         """`done --give-up` for the lane of sessions that `failing`: a person decides what next."""
-        from ..laneside import give_up
+        from ..lane.side import give_up
 
         try:
             give_up(self.sessions.lane_session(sess.lane_path), text[:4000])
@@ -398,7 +398,7 @@ class Driver(Provisioning, Correcting):
 
     def release(self, handoff: dict[str, Any]) -> None:
         """Remove the lane a release handoff of the last tick names; the next tick records it."""
-        from ..steward import release_handoff
+        from ..batch.steward import release_handoff
 
         task = handoff["task_id"]
         if task in self.sessions.active:
@@ -413,7 +413,7 @@ class Driver(Provisioning, Correcting):
     def release_all(self) -> None:
         """On the way out, whatever the batch's state: remove every lane whose child is integrated (and
         clean, on its branch, its commit on the batch branch), recorded `released` in one write."""
-        from ..steward import release_gone, release_integrated
+        from ..batch.steward import release_gone, release_integrated
         from ..tick import status_report
 
         self.releases = []

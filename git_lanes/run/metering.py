@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..errors import LanesError
-from ..procs import signal_name
-from ..metering import record_session, take_usage, usage_path
+from ..batch.metering import record_session, take_usage, usage_path
+from ..core.errors import LanesError
+from ..domain.procs import signal_name
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..domain.session import Session
 
 
 def fresh_usage_file(log_dir: str, task: str, n: int) -> str:
@@ -40,7 +40,7 @@ def session_ended(ls: "Session", path: str, n: int, started: str, exit_code: int
 def budget_stop(cs: "Session", slug: str, batch_id: str, event) -> bool:
     """Nothing runs and a budget is reached: every in-flight child parks `budget_reached`, the batch goes
     needs_human (SPEC §17.6); whether it did."""
-    from ..metering import over_budget as reached, stop_for_budget
+    from ..batch.metering import over_budget as reached, stop_for_budget
 
     reason = reached(cs, slug, batch_id)
     if reason is not None:

@@ -11,12 +11,12 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
+from ..core.errors import LanesError, refused
 from ..decisions.admission import MAX_OFFERS
-from ..errors import LanesError, refused
+from ..domain.session import Session
+from ..domain.workspace import create_lane
 from ..gitio import BatchBranch, LaneBranch, branch_ref
-from ..session import Session
 from ..tick import Request
-from ..workspace import create_lane
 
 if TYPE_CHECKING:
     from .progress import Progress
@@ -54,7 +54,7 @@ class Provisioning:
             return
 
         def work() -> None:
-            from .. import scratch
+            from ..domain import scratch
 
             try:
                 vs = self.verifier_session = Session(cwd=self.coordinator)
@@ -99,7 +99,7 @@ class Provisioning:
             else:                                  # refused: never admitted, so it holds no work
                 why = refusals.get(task, "not admitted")
                 if why == "batch_lane_dirty":
-                    from ..steward import setup_leftovers
+                    from ..batch.steward import setup_leftovers
 
                     why += ": " + setup_leftovers(s, path)
                 self.progress.event(f"{task}: lane {path} refused: {why}")
@@ -166,7 +166,7 @@ class Provisioning:
         the lane's lock (a `provision` of another process holds it while it makes the same lane): (its
         path or None, the events to report, why it could not be made). Thread safe: it reports nothing
         itself and changes nothing of the driver's."""
-        from ..steward import release_restarted
+        from ..batch.steward import release_restarted
         from ..store import lane_lock_try
 
         events: list[str] = []
@@ -199,8 +199,8 @@ class Provisioning:
         """A lane branch left by a provision that was never admitted (an interrupted run): when it holds no
         work (its tip on the batch branch, its worktree clean) it goes, so the lane is made afresh (copy,
         setup); else None (a person decides)."""
-        from ..lanehost import LocalLanes
-        from ..workspace import remove_lane
+        from ..domain.lanehost import LocalLanes
+        from ..domain.workspace import remove_lane
 
         branch = LaneBranch(self.slug, task)
         tip = s.git.refs.resolve(branch.ref)

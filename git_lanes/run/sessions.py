@@ -16,13 +16,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from ..checks import child_env, failure_line, status_text
-from ..crash import crash_point
-from ..errors import LanesError
-from ..procs import Group
-from ..redact import secret_values
-from ..session import Session
-from ..snapshot import still_delivers
+from ..core.crash import crash_point
+from ..core.errors import LanesError
+from ..core.redact import secret_values
+from ..domain.checks import child_env, failure_line, status_text
+from ..domain.procs import Group
+from ..domain.session import Session
+from ..domain.snapshot import still_delivers
 from .logpipe import RedactedLog
 from .metering import fresh_usage_file, session_ended
 from .occupancy import Busy, Occupancy
@@ -162,7 +162,7 @@ class Sessions:
         occ = None
         pipe: RedactedLog | None = None
         try:
-            from ..laneside import task_info
+            from ..lane.side import task_info
 
             ls = self.lane_session(sess.lane_path)
             info = task_info(ls)
@@ -245,7 +245,7 @@ class Sessions:
         return None, True
 
     def _after_exit(self, ls: Session, sess: Sess, before: tuple[int, bool], had_unread: bool) -> str:
-        from ..laneside import done, inbox
+        from ..lane.side import done, inbox
 
         snap = ls.batches.read(self.slug)
         child = snap.record.child(sess.task_id) if snap is not None and snap.record.batch_id == self.batch_id else None

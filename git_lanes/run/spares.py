@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..errors import LanesError
+from ..core.errors import LanesError
+from ..decisions.schedule import DONE, scopes_overlap
+from ..domain.session import Session
+from ..domain.workspace import create_lane, remove_lane
 from ..gitio import BatchBranch, LaneBranch
-from ..schedule import DONE, scopes_overlap
-from ..session import Session
-from ..workspace import create_lane, remove_lane
 
 
 class Spares:

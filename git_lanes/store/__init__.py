@@ -14,8 +14,7 @@ from .evidence import EvidenceNotes
 from .lanes import LaneStore
 from .layout import CorruptRecord, record_from_files
 from .locks import (Held, driver, evidence_lock, fast_forward_mark, fetch_lock, flock_try, is_held, lane_lock,
-                    lane_lock_held, lane_lock_try, lock_path, run_lock,
-                    slug_lock, verify_lock_path)
+                    lane_lock_held, lane_lock_try, lock_path, run_lock, slug_lock, verify_lock_path)
 
 __all__ = ["BATCH_REF", "EVIDENCE_REF", "LANE_REF", "BatchStore", "Snapshot", "Transaction", "EvidenceNotes",
            "LaneStore", "CorruptRecord", "record_from_files", "Held", "driver", "evidence_lock", "fast_forward_mark",

@@ -13,15 +13,15 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from ..digests import sha1_hex
-from ..errors import LanesError, refused
+from ..core.digests import sha1_hex
+from ..core.errors import LanesError, refused
 from ..gitio import BATCH_RECORD_PREFIX, RefRaceError, batch_record_ref, trailers
 from .layout import CorruptRecord, batch_files, record_from_files
 from .locks import slug_lock
 
 if TYPE_CHECKING:
+    from ..core.model import BatchRecord
     from ..gitio import Git
-    from ..model import BatchRecord
 
 STATE_AUTHOR = "git-lanes <git-lanes@localhost>"
 Updates = Callable[[], list[tuple[str, "str | None", "str | None"]]]
@@ -126,7 +126,7 @@ class BatchStore:
         ref updates (e.g. evidence notes) for the same transaction; it is asked again when only one
         of those refs moved. The caller holds the slug's lock (`transaction()` does).
         """
-        from ..model import BatchRecord
+        from ..core.model import BatchRecord
 
         slug = slug or record.slug
         record = BatchRecord.model_validate(record.model_dump(by_alias=True))   # the §4 invariants

@@ -11,7 +11,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, Iterable
 
-from ..errors import LanesError, refused
+from ..core.errors import LanesError, refused
 from ..gitio import EVIDENCE_REF, RefRaceError
 from .layout import CorruptRecord
 

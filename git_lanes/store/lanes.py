@@ -12,14 +12,14 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, Iterable
 
-from ..clock import now
-from ..errors import LanesError, refused
+from ..core.clock import now
+from ..core.errors import LanesError, refused
 from ..gitio import RefRaceError, TreeEntry, lane_record_ref
 from .layout import CorruptRecord, blob, one_line
 
 if TYPE_CHECKING:
+    from ..core.model import LaneRecord
     from ..gitio import Git
-    from ..model import LaneRecord
 
 STATE_AUTHOR = "git-lanes <git-lanes@localhost>"
 _PARSED: dict[str, "LaneRecord"] = {}     # state commit -> the record it holds (a commit never changes)
@@ -97,7 +97,7 @@ class LaneStore:
         """The validated model of a lane record's data, or CorruptRecord naming the field."""
         from pydantic import ValidationError
 
-        from ..model import LaneRecord
+        from ..core.model import LaneRecord
 
         try:
             if "contract" not in data:   # every build writes it: a record without it is not one
@@ -111,7 +111,7 @@ class LaneStore:
     def write(self, slug: str, record: "LaneRecord", old_commit: str | None, summary: str,
               extra_parents: Iterable[str] = (), at: str | None = None) -> str:
         """Compare-and-swap a new state commit of the lane record; `batch_busy` on a lost race."""
-        from ..model import LaneRecord
+        from ..core.model import LaneRecord
 
         record = LaneRecord.model_validate(record.model_dump())
         return self.write_data(slug, record.model_dump(mode="json"), old_commit, summary, extra_parents, at)

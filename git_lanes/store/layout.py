@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..canonical import canonical_json
-from ..digests import sha1_hex
-from ..errors import ExitCode, LanesError
+from ..core.canonical import canonical_json
+from ..core.digests import sha1_hex
+from ..core.errors import ExitCode, LanesError
 
 STORED = ("contract", "batch_state")   # in every batch.json any build wrote (SPEC §4)
 LISTS = ("adopted_heads", "restores", "interventions", "revisions", "reviews", "reseals", "archived_lanes")
@@ -147,7 +147,7 @@ def record_data(files: dict[str, bytes]) -> dict[str, Any]:
 
 def record_from_files(files: dict[str, bytes], where: str = ""):
     """The validated BatchRecord of a record tree's files, or CorruptRecord naming the field."""
-    from ..model import BatchRecord
+    from ..core.model import BatchRecord
 
     data = record_data(files)
     try:

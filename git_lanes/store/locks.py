@@ -36,8 +36,8 @@ import time
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from ..errors import ExitCode, LanesError, refused
-from ..ids import check_id
+from ..core.errors import ExitCode, LanesError, refused
+from ..core.ids import check_id
 
 if TYPE_CHECKING:
     from ..gitio import Git
@@ -235,7 +235,7 @@ def run_lock(git: "Git", slug: str, since: str = "") -> Held:
         pid = (_driver_of(path) or {}).get("pid")
         raise refused("batch_busy", f"another git lanes run drives {slug}" + (f" (pid {pid})" if pid else ""))
     assert held.fd is not None
-    from ..clock import now
+    from ..core.clock import now
 
     doc = {"pid": os.getpid(), "since": since or now(), "host": socket.gethostname()}
     os.ftruncate(held.fd, 0)
@@ -287,7 +287,7 @@ def fetch_lock(git: "Git", namespace: str, timeout: float | None = None) -> Iter
     """Taken by every fetch into the tracking namespace `namespace` (`refs/lanes-remotes/<name>/`): two
     at once (a lane's `push` beside its `work` loop's pull) race on its refs, and Git fails one
     (`cannot lock ref …: is at X but expected Y`). Its file is `fetch/<hex SHA-1 of the remote name>`."""
-    from ..digests import sha1_hex
+    from ..core.digests import sha1_hex
 
     wait = _timeout(git, timeout)
     root = "refs/lanes-remotes/"

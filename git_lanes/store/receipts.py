@@ -13,7 +13,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from ..errors import LanesError, fatal, refused
+from ..core.errors import LanesError, fatal, refused
 from ..gitio import RefRaceError
 from ..gitio.objects import TREE_MODE
 from .locks import receipts_lock

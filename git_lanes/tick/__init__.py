@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from ..errors import usage
+from ..core.errors import usage
 from . import finish, gate, land, observe, repair, window
 from .land import Pending
 from .request import Outcome, Request, parse_offers
@@ -102,7 +102,7 @@ def _locked(t: TickState, steps: Sequence[Step]) -> Outcome:
         return finish.report(t)
     t.s.evidence.check()   # a broken notes ref stops the tick before it writes anything
     if rec.batch_state == "running":
-        from ..workspace import setup_command
+        from ..domain.workspace import setup_command
 
         setup_command(t.s)   # shell syntax in it: exit 2 now, not after steps 7-9 wrote (SPEC §2 v3)
     guard = repair.guards(t)

@@ -12,16 +12,16 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..crash import crash_point
+from ..core.crash import crash_point
+from ..core.model import parse_time
 from ..gitio import RefRaceError, branch_ref, trailers
-from ..model import parse_time
 
 if TYPE_CHECKING:
-    from ..checks import CheckResult
+    from ..core.model import BatchRecord, Child, QaAttempt
+    from ..domain.checks import CheckResult
+    from ..domain.session import Session
     from ..gitio import Git
-    from ..intent import Intent
-    from ..model import BatchRecord, Child, QaAttempt
-    from ..session import Session
+    from ..plan.intent import Intent
 
 FALLBACK_AUTHOR = "git-lanes <git-lanes@localhost>"
 
@@ -104,7 +104,7 @@ def move_lane_branch(s: "Session", child: "Child", moved: bool = False) -> None:
         if s.git.work.install_index(lane.path, s.git.odb.tree_of(lane.lane_commit)):
             # that index was found to hold every file of the lane when the child settled: the lane is
             # clean (a stale answer is harmless, LocalLanes.clean says why), its release need not scan it
-            from ..lanehost import seen_clean
+            from ..domain.lanehost import seen_clean
 
             seen_clean(lane.path, lane.lane_commit)
             _REFRESHED.add((lane.path, lane.lane_commit))

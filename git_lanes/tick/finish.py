@@ -12,22 +12,23 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from .. import authority, lifecycle
-from ..crash import crash_point
+from ..core import lifecycle
+from ..core.crash import crash_point
+from ..core.errors import refused
+from ..core.model import DONE, FinalVerification
+from ..core.report import LaneView, build_report, handoffs, startable_now, stop_decision
 from ..decisions.admission import admission_refusal
-from ..errors import refused
+from ..domain import authority
 from ..gitio import LaneBranch, branch_ref
-from ..model import DONE, FinalVerification
-from ..report import LaneView, build_report, handoffs, startable_now, stop_decision
 from ..store import CorruptRecord
 from .observe import obligation_after_pass
 from .request import Outcome
 from .state import TickState
 
 if TYPE_CHECKING:
-    from ..model import BatchRecord, Child
-    from ..receipts import Receipts
-    from ..session import Session
+    from ..core.model import BatchRecord, Child
+    from ..domain.receipts import Receipts
+    from ..domain.session import Session
 
 
 # -- step 11: admit --------------------------------------------------------------------------------------
@@ -68,11 +69,11 @@ def _refuse_offer(t: TickState, task_id: str, where: dict[str, Any], reason: str
 def final_verification(s: "Session", record: "BatchRecord", head: str, receipts: "Receipts | None" = None) -> FinalVerification:
     """The batch's final checks, in order, in a scratch worktree at `head` (SPEC §10.3): all of them,
     each looked up in `receipts` first (§8.7) and retried up to `lanes.flakeRetries` (§8.8)."""
-    from .. import scratch
-    from ..checkrun import Spec, execute_all, flake_retries
-    from ..checks import CheckResult, child_env
-    from ..ids import validate_final_check
-    from ..model import CheckResultModel
+    from ..core.ids import validate_final_check
+    from ..core.model import CheckResultModel
+    from ..domain import scratch
+    from ..domain.checkrun import Spec, execute_all, flake_retries
+    from ..domain.checks import CheckResult, child_env
 
     results: list[CheckResult] = []
     if record.final_checks:
@@ -101,7 +102,7 @@ def complete(t: TickState) -> bool:
     rec = t.record
     if rec.batch_state != "running" or not lifecycle.done(rec):
         return True
-    from ..receipts import book
+    from ..domain.receipts import book
 
     receipts = book(t.git, where="scratch", batch_id=rec.batch_id, clock=t.s.clock, warn=t.s.warn,
                     batch_flag=rec.receipts, command_flag=t.req.receipts)
@@ -192,7 +193,7 @@ def report(t: TickState, write: bool = True) -> Outcome:
 def _landed(t: TickState, rec, head: str | None) -> str | None:
     """`next_action` of a completed batch already landed (its head an ancestor of `base_branch`, SPEC §17.1
     v4), naming `release --stale` while lanes of it remain; None when it is not landed."""
-    from ..report import landed_action
+    from ..core.report import landed_action
 
     base = t.git.refs.resolve(f"refs/heads/{rec.base_branch}") if rec.base_branch else None
     if head is None or base is None or rec.base_branch == rec.branch or not t.git.is_ancestor(head, base):

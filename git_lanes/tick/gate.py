@@ -11,20 +11,20 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
-from .. import scratch
-from ..crash import crash_point
+from ..core.crash import crash_point
+from ..domain import scratch
 from .land import Pending
 from .repair import restore_leaks
 from .state import TickState
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..domain.session import Session
 
 
 def rerun(s: "Session", slug: str, pending: Pending) -> None:
     """Run the candidate's checks in a scratch worktree of the pool (no slug lock held)."""
-    from ..checkrun import flake_retries
-    from ..receipts import book
+    from ..domain.checkrun import flake_retries
+    from ..domain.receipts import book
 
     pending.thread = threading.get_ident()
     receipts = book(s.git, where="scratch", batch_id=pending.batch_id, clock=s.clock, warn=s.warn,
@@ -48,7 +48,7 @@ def same(a, b) -> bool:
 
 def park_failed(t: TickState, child, commit: str, failed: list, after: list[str]) -> None:
     """Park the child of a candidate whose checks failed (dropping the candidates after it)."""
-    from ..model import CheckResultModel
+    from ..core.model import CheckResultModel
 
     child.gate_results = [r if isinstance(r, CheckResultModel) else CheckResultModel(**r.to_json()) for r in failed]
     t.park(child, f"batch_integration_check_failed: {', '.join(r.id for r in failed)} failed on candidate {commit}")
@@ -68,7 +68,7 @@ def land(t: TickState) -> bool:
         return True
     child = rec.child(cand.task_id)
     failed = [r for r in pending.results if not r.passed]
-    from ..model import CheckResultModel
+    from ..core.model import CheckResultModel
 
     before = rec.candidates[:rec.candidates.index(cand)]
     if failed and pending.setup_failure is None and any(c.state != "passed" for c in before):
@@ -118,9 +118,9 @@ def _keep_ignored(t: TickState, candidate: str, paths: list[str]) -> None:
     """A file the coordinator's Git ignores, where the candidate puts a tracked one: `git merge` would
     overwrite it without a word (Git takes ignored files for disposable). Unless it already is the
     candidate's version, the landing is refused (`working_tree_unstaged`) and the file stays as it is."""
-    from ..errors import refused
+    from ..core.errors import refused
+    from ..domain.leaks import differing
     from ..gitio import quote_path
-    from ..leaks import differing
 
     lost = differing(t.s, t.record.coordinator, candidate, [p.rstrip("/") for p in paths])
     if lost:

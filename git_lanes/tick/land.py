@@ -11,19 +11,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .. import authority, lifecycle
-from ..crash import crash_point
+from ..core import lifecycle
+from ..core.crash import crash_point
+from ..core.model import Candidate
+from ..domain import authority
+from ..domain.scope import outside_scope
 from ..gitio import branch_ref
-from ..model import Candidate
-from ..scope import outside_scope
 from ..store import Held
 from . import engine
 from .state import TickState
 
 if TYPE_CHECKING:
-    from ..checks import CheckResult
-    from ..model import Child
-    from ..report import Extras
+    from ..core.model import Child
+    from ..core.report import Extras
+    from ..domain.checks import CheckResult
 
 
 @dataclass
@@ -132,7 +133,7 @@ def pending_for(t: TickState, child: "Child", candidate: Candidate, held: Held, 
 
 def mark_integrated(t: TickState, child: "Child", commit: str, rerun: list["CheckResult"]) -> None:
     """integrated at `commit`; its evidence note goes with the next record write; reseal."""
-    from ..revise import reseal
+    from ..domain.revise import reseal
 
     rec = t.record
     lifecycle.integrate(rec, child, commit)

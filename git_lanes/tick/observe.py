@@ -9,22 +9,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import authority, lifecycle
-from ..canonical import sha256_digest
+from ..core import lifecycle
+from ..core.canonical import sha256_digest
+from ..core.errors import refused
+from ..core.ids import require_utf8
+from ..core.model import ArchivedLane, Intervention, Review
+from ..core.report import LaneView, build_report
 from ..decisions.instruction import instruction_refusal
 from ..decisions.obligation import after_pass, qa_limit
-from ..errors import refused
+from ..domain import authority
+from ..domain.lanehost import batch_timeout, remote_restarts
 from ..gitio import branch_ref
-from ..ids import require_utf8
-from ..lanehost import batch_timeout, remote_restarts
-from ..model import ArchivedLane, Intervention, Review
-from ..report import LaneView, build_report
 from ..store import CorruptRecord
 from .state import TickState
 
 if TYPE_CHECKING:
-    from ..model import BatchRecord, Child, LaneRecord, QaAttempt
-    from ..session import Session
+    from ..core.model import BatchRecord, Child, LaneRecord, QaAttempt
+    from ..domain.session import Session
 
 
 def obligation_after_pass(s: "Session", rec: "BatchRecord", task_id: str, attempt: "QaAttempt") -> str:
@@ -41,7 +42,7 @@ def requests(t: TickState) -> bool:
     if t.req.instruction is not None:
         _instruct(t)
     if t.req.revision is not None:
-        from ..revise import apply_revision
+        from ..domain.revise import apply_revision
 
         t.extras.lane_revision = apply_revision(t.s, t.record, t.req.revision, t.s.clock())
         if t.extras.lane_revision.get("accepted"):

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import os
 
-from .. import authority, lifecycle
+from ..core import lifecycle
+from ..core.errors import ExitCode, LanesError
+from ..core.model import AdoptedHead
 from ..decisions.lineage import LineageFacts, classify_lineage
-from ..errors import ExitCode, LanesError
+from ..domain import authority
+from ..domain.workspace import drop_left_branch
 from ..gitio import RefRaceError, short_branch
-from ..model import AdoptedHead
 from ..store import fast_forward_mark
 from . import engine
-from ..workspace import drop_left_branch
 from .land import mark_integrated
 from .request import Outcome
 from .state import TickState
@@ -216,7 +217,7 @@ def authorize(t: TickState) -> bool:
 
 def restore_leaks(t: TickState) -> bool:
     """Step 2: lane writes in the coordinator, proven and put back (or refused untouched)."""
-    from ..leaks import restore_leaks as restore
+    from ..domain.leaks import restore_leaks as restore
 
     try:
         done = restore(t.s, t.record, t.s.clock(), t.coordinator_status())

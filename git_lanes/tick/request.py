@@ -6,10 +6,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.errors import LanesError, usage
+from ..core.ids import check_id
 from ..decisions.admission import MAX_OFFERS, MAX_PATH_BYTES
 from ..decisions.instruction import InstructionRequest
-from ..errors import LanesError, usage
-from ..ids import check_id
 
 
 @dataclass

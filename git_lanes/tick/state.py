@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import authority, lifecycle
-from ..crash import crash_point
+from ..core import lifecycle
+from ..core.crash import crash_point
+from ..core.errors import ExitCode, refused
+from ..core.report import Extras, LaneView, build_report
 from ..decisions.lineage import expected_head
-from ..errors import ExitCode, refused
+from ..domain import authority
 from ..gitio import BatchBranch
-from ..report import Extras, LaneView, build_report
 from ..store import CorruptRecord, evidence_lock
 from .request import Outcome, Request
 
 if TYPE_CHECKING:
-    from ..lanehost import Lanes
-    from ..model import BatchRecord, Child, LaneRecord, QaAttempt
-    from ..session import Session
+    from ..core.model import BatchRecord, Child, LaneRecord, QaAttempt
+    from ..domain.lanehost import Lanes
+    from ..domain.session import Session
     from ..store import Transaction
     from ..store.batch import Updates
     from .land import Pending
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 class TickState:
     def __init__(self, s: "Session", slug: str, req: Request, tx: "Transaction", *, schedule: bool = True) -> None:
-        from ..lanehost import Lanes
+        from ..domain.lanehost import Lanes
 
         self.s = s
         self.git = s.git

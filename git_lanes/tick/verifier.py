@@ -15,7 +15,7 @@ import queue
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..procs import kill_thread
+from ..domain.procs import kill_thread
 from . import gate
 from .land import Pending
 
@@ -56,7 +56,7 @@ class Verifier:
         return True
 
     def _session(self, p: Pending | None = None):
-        from ..session import Session
+        from ..domain.session import Session
 
         where = p.coordinator if p is not None and p.coordinator and os.path.isdir(p.coordinator) else None
         return Session(cwd=where or self.s.git.cwd, warn=self.s.warn, clock=self.s.clock)

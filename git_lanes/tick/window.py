@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..crash import crash_point
-from ..model import Candidate
+from ..core.crash import crash_point
+from ..core.model import Candidate
 from ..store import candidate_lock_path, fast_forward_mark, flock_try
 from . import engine, land
 from .state import TickState
 
 if TYPE_CHECKING:
-    from ..model import CheckResultModel
+    from ..core.model import CheckResultModel
 
 
 def integrate(t: TickState) -> bool:

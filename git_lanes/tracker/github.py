@@ -19,16 +19,9 @@ import urllib.request
 from collections.abc import Mapping
 
 from git_lanes import __version__
-from git_lanes.redact import redact, secret_values
-from git_lanes.tracker import (
-    ALREADY_CURRENT,
-    AMBIGUOUS_REMOTE_STATE,
-    PERMANENT_FAILURE,
-    RETRYABLE_FAILURE,
-    UPDATED,
-    TrackerResult,
-    marker,
-)
+from git_lanes.core.redact import redact, secret_values
+from git_lanes.tracker import (ALREADY_CURRENT, AMBIGUOUS_REMOTE_STATE, PERMANENT_FAILURE, RETRYABLE_FAILURE, UPDATED,
+                               TrackerResult, marker)
 
 DEFAULT_API_URL = "https://api.github.com"
 PER_PAGE = 100

@@ -1,0 +1,1 @@
+"""The vocabulary every layer speaks, without effects: ids, errors, reason codes, records, reports."""

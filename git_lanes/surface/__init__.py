@@ -1,0 +1,1 @@
+"""How Git and shells host the extension: aliases, completion, the manual."""

@@ -1,4 +1,10 @@
-"""Hermetic world for every test: own HOME, no system config, fixed identities and dates."""
+"""Hermetic world for every test: own HOME, no system config, fixed identities and dates.
+
+Tests live in one folder per layer of `git_lanes/` (core, gitio, store, domain, tick, lane, batch,
+remote, run, board, cli, mcp, house); the shared worlds (`flow`, `helpers`, `remote_world`, …) live
+here. A test module may borrow another's fixtures by its name (`from test_run import executor`), so
+every layer folder is on the import path, as this one is.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,9 @@ from pathlib import Path
 import pytest
 
 FIXED_DATE = "2026-01-02T03:04:05Z"
+
+_HERE = Path(__file__).resolve().parent
+sys.path[1:1] = [str(d) for d in sorted(_HERE.iterdir()) if d.is_dir() and any(d.glob("test_*.py"))]
 
 
 @pytest.fixture(autouse=True)

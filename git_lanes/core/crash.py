@@ -11,7 +11,7 @@ Points (each right after a change to Git state, before the next one):
   resume.py       resume-recorded, retire-recorded
   run/sessions.py session-done
 
-tests/test_crash_matrix.py kills at every one of them and checks that the next command continues.
+tests/tick/test_crash_matrix.py kills at every one of them and checks that the next command continues.
 """
 
 from __future__ import annotations

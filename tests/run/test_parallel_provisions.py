@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from conftest import git
-from test_driver import executor, make_repo, run, status  # noqa: F401 (a fixture)
+from test_run import executor, make_repo, run, status  # noqa: F401 (a fixture)
 
 N = 5
 SETUP = r'''

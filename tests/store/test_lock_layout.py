@@ -13,7 +13,7 @@ import pytest
 
 from conftest import git
 from helpers import write_initiative
-from test_driver import executor, right_check, run_cmd, status  # noqa: F401 (a fixture)
+from test_run import executor, right_check, run_cmd, status  # noqa: F401 (a fixture)
 
 SLUGS = ["evidence", "receipts", "batch", "x.verify", "x"]
 KINDS = {"batch", "lane", "verify", "run", "ff", "fetch", "scratch"}

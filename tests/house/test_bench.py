@@ -12,7 +12,7 @@ from pathlib import Path
 from bench.__main__ import FAMILIES, _print_row
 from bench.common import critical_path, spread
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench(*args: str) -> subprocess.CompletedProcess[str]:

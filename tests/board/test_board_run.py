@@ -15,7 +15,7 @@ import pytest
 
 from board_world import Page, shown, stat_value
 from conftest import git
-from test_driver import executor, make_repo, run, run_cmd  # noqa: F401  (executor is a fixture)
+from test_run import executor, make_repo, run, run_cmd  # noqa: F401  (executor is a fixture)
 
 from git_lanes.board.timeline import secs
 

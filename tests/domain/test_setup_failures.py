@@ -57,7 +57,7 @@ def test_a_failing_setup_keeps_its_whole_output_and_quotes_the_telling_lines(rep
 
 def test_setup_lines_rule():
     import sys
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from git_lanes.domain.setups import setup_lines
 
     assert setup_lines("a\nb\nc\n") == "a | b | c"

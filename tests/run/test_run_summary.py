@@ -1,6 +1,7 @@
-"""`git lanes run` after issue 14 (SPEC §13 v3), end to end through real processes: why a session failed,
-session time with its `done`, the summary's failed attempts, the next step, releases on every way out,
-lanes.logDir, causal progress, each failure quoted once, a failing setup, a restarted lane."""
+"""What `git lanes run` says (SPEC §13, §17.1), end to end through real processes: why a session failed,
+session time with its `done`, the summary's failed attempts (and no empty section), the next step,
+releases on every way out, lanes.logDir, causal progress, each failure quoted once, a failing setup, a
+restarted lane, and where a continued batch is now."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from pathlib import Path
 
 from conftest import git
 from helpers import write_initiative
-from test_driver import EXECUTOR, make_repo, run, run_cmd, status
+from test_run import EXECUTOR, make_repo, run, run_cmd, status
+from flow import child_of, cli, done, exists, intent, ok, provision, start, write_plan
 
 CHECK = ("python3 -c \"import pathlib,sys,time; time.sleep(0.6); t=pathlib.Path('src/{t}.txt'); "
          "ok=t.exists() and t.read_text().startswith('right'); print('checking {t}'); "
@@ -581,3 +583,44 @@ def test_a_run_killed_outright_leaves_its_executors_working_and_the_next_run_wai
     assert "the session a killed run left ended" in again.stderr + again.stdout
     report = status(root, "drv")
     assert report["batch_state"] == "completed" and all(c["state"] == "released" for c in report["children"])
+
+
+EXECUTOR = ("import os, pathlib\nt = os.environ['GIT_LANES_TASK']\np = pathlib.Path('src') / t\n"
+            "p.mkdir(parents=True, exist_ok=True)\n(p / 'out.txt').write_text('ok')\n")
+
+
+def plan(repo):
+    write_plan(repo, "demo", {"a": intent("a", acceptance=[("A1", "out", exists("src/a/out.txt"))])})
+
+
+def test_a_continued_batch_shows_its_current_counters_once(repo, tmp_path):
+    plan(repo)
+    start(repo, "demo", "--qa-failure-limit", "3")
+    lane = provision(repo, "a")
+    assert done(lane, {"src/a/wrong.txt": "x\n"})["passed"] is False
+    assert child_of(ok(repo, "tick"), "a")["qa_failures"] == 1
+    script = tmp_path / "exec.py"
+    script.write_text(EXECUTOR)
+    proc = subprocess.run(["git", "lanes", "run", "demo", "--executor", f"{sys.executable} {script}"], cwd=repo,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("continuing batch ")
+    assert "a: enrolled, QA failures 1, corrections 0" in lines
+    assert "a: QA failures 1" not in lines   # an earlier run's counter is not news
+    assert "$ git log --oneline imm/demo" in proc.stdout
+
+
+def test_a_summary_has_no_empty_git_log_and_no_missing_log_folder(repo):
+    plan(repo)
+    start(repo, "demo")
+    lane = provision(repo, "a")
+    code, _, err = cli(lane, "done", "--give-up", "-m", "cannot do it")
+    assert code == 0, err
+    assert ok(repo, "tick")["batch_state"] == "needs_human"
+    proc = subprocess.run(["git", "lanes", "run", "demo", "--executor", "true"], cwd=repo, capture_output=True,
+                          text=True, timeout=240)
+    assert proc.returncode == 1
+    assert "$ git log" not in proc.stdout    # nothing integrated: no empty section
+    assert "executor logs:" not in proc.stdout   # no session ran: no folder to name
+    assert "git lanes show a --slug demo" in proc.stdout

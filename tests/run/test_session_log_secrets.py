@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from conftest import git
-from test_driver import make_repo, run
+from test_run import make_repo, run
 
 SECRET = "ghp_" + "Zq8x" * 6
 EXECUTOR = r'''

@@ -22,7 +22,7 @@ def human(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_a_settled_child_waits_for_the_next_tick(repo):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from git_lanes.domain.session import Session
 
     write_plan(repo, "demo", {"a": simple("a")})

@@ -62,7 +62,7 @@ def lane_path(w: World, task: str) -> Path:
 
 def started(w: World) -> None:
     # a window of one candidate: the sweeps need the same Git calls in the same order every time, which
-    # a wider window's concurrent verifications do not give (tests/test_window.py kills one mid-window)
+    # a wider window's concurrent verifications do not give (tests/tick/test_window.py kills one mid-window)
     step(w.repo, "start", SLUG, "--yes", "--max-parallel", "3", "--verify-window", "1")
 
 

@@ -99,9 +99,9 @@ def test_done_on_the_tree_whose_last_attempt_failed_refuses_nothing_changed(repo
 
 
 def test_the_reason_code_is_listed_and_in_the_man_page():
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from git_lanes.core.reasons import meaning
 
     assert meaning("nothing_changed")
-    man = (Path(__file__).resolve().parent.parent / "man" / "git-lanes.1").read_text()
+    man = (Path(__file__).resolve().parents[2] / "man" / "git-lanes.1").read_text()
     assert "nothing_changed" in man

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "git_lanes"
+PACKAGE = Path(__file__).resolve().parents[2] / "git_lanes"
 MAX_LINES = 450
 PURE_STDLIB = {"__future__", "dataclasses", "typing", "fnmatch", "re", "collections", "collections.abc", "enum",
                "functools", "itertools", "math", "hashlib", "json"}

@@ -93,7 +93,7 @@ def test_a_long_output_tail_starts_at_a_line_with_no_escape_sequence(repo):
 
 
 def test_telling_line_rule():
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from git_lanes.domain.checks import telling_line
 
     assert telling_line("a\nFAILED x\nDuration: 19ms\n") == "FAILED x"

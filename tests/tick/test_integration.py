@@ -363,7 +363,7 @@ def test_a_lane_branch_moves_in_its_records_write_and_a_landing_shares_one_with_
     """Step 8's record write moves the lane branch in the same ref transaction (the branch's reflog
     names that state commit), and landing `a` records `b`'s candidate in the same state commit: a
     tick that integrates two settled lanes writes no state commit per step more than it needs
-    (a window of one candidate, SPEC §8.6; tests/test_window.py has the wider window's writes)."""
+    (a window of one candidate, SPEC §8.6; tests/tick/test_window.py has the wider window's writes)."""
     la, lb = provision(two, "a"), provision(two, "b")
     finish(la, {"src/a/x": "a"})
     finish(lb, {"src/b/x": "b"})

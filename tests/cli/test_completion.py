@@ -21,7 +21,7 @@ from ergonomics_helpers import REPO_ROOT, completable_repo, env_with_bin, run
 
 from git_lanes.surface import completion
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 GIT_BASH_COMPLETION = next((p for p in ("/usr/share/bash-completion/completions/git",
                                         "/usr/share/git-core/contrib/completion/git-completion.bash",
                                         "/etc/bash_completion.d/git")

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import git
 from flow import child_of, cli, done, exists, intent, ok, provision, start, write_plan
 from helpers import snapshot_state
-from conftest import git
 
 
 def simple(task: str) -> str:

@@ -13,11 +13,9 @@ import pytest
 from conftest import git
 from flow import (child_of, cli, done, exists, intent, ok, provision, reachable_from, record, start, states,
                   world, write_plan)
-from git_lanes.core.errors import LanesError
 from git_lanes.batch.resume import resume
+from git_lanes.core.errors import LanesError
 from git_lanes.domain.session import Session
-from flow import child_of, cli, done, exists, intent, ok, provision, reachable_from, record, start, states, world, \
-    write_plan
 
 STATE_REF = "refs/notes/lanes/batch/demo"
 

@@ -21,6 +21,7 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -32,9 +33,8 @@ import pytest
 from adversary import (SLUG, World, child, child_path, deliver, lanes_proc, point_ref_at, record, rewrite_state,
                        step, toml)
 from conftest import git
-from helpers import lanes as lanes_inprocess
-import shutil
 from helpers import all_refs, git_lanes, snapshot_state, write_initiative
+from helpers import lanes as lanes_inprocess
 
 # -- TOML plan files --------------------------------------------------------------------------------------
 

@@ -14,13 +14,14 @@ import subprocess
 import sys
 import time
 
-import pytest
 from pathlib import Path
 
+import pytest
+
 from conftest import git
+from flow import child_of, cli, done, exists, intent, ok, provision, start, write_plan
 from helpers import write_initiative
 from test_run import EXECUTOR, make_repo, run, run_cmd, status
-from flow import child_of, cli, done, exists, intent, ok, provision, start, write_plan
 
 CHECK = ("python3 -c \"import pathlib,sys,time; time.sleep(0.6); t=pathlib.Path('src/{t}.txt'); "
          "ok=t.exists() and t.read_text().startswith('right'); print('checking {t}'); "
@@ -585,7 +586,7 @@ def test_a_run_killed_outright_leaves_its_executors_working_and_the_next_run_wai
     assert report["batch_state"] == "completed" and all(c["state"] == "released" for c in report["children"])
 
 
-EXECUTOR = ("import os, pathlib\nt = os.environ['GIT_LANES_TASK']\np = pathlib.Path('src') / t\n"
+WRITER = ("import os, pathlib\nt = os.environ['GIT_LANES_TASK']\np = pathlib.Path('src') / t\n"
             "p.mkdir(parents=True, exist_ok=True)\n(p / 'out.txt').write_text('ok')\n")
 
 
@@ -600,7 +601,7 @@ def test_a_continued_batch_shows_its_current_counters_once(repo, tmp_path):
     assert done(lane, {"src/a/wrong.txt": "x\n"})["passed"] is False
     assert child_of(ok(repo, "tick"), "a")["qa_failures"] == 1
     script = tmp_path / "exec.py"
-    script.write_text(EXECUTOR)
+    script.write_text(WRITER)
     proc = subprocess.run(["git", "lanes", "run", "demo", "--executor", f"{sys.executable} {script}"], cwd=repo,
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 from ..core.canonical import canonical_json
@@ -142,6 +143,13 @@ def input_entries(git: "Git", tree: str, entries: Sequence[str]) -> list[list]:
     return sorted(found.values()) + sorted(missing, key=lambda m: m[0])
 
 
+# Passes a book of this process holds but has not written yet, by (repository, where, key): the
+# verifiers of a window are books of one process, each writing its receipts when its verification
+# ends, and one may need a check on an input another has passed on before then (SPEC §8.9).
+_unwritten: dict[tuple[str, str, str], bytes] = {}
+_unwritten_lock = threading.Lock()
+
+
 class Receipts:
     """One command's receipts: look-ups at `where` and the passes to write, in one write."""
 
@@ -235,6 +243,9 @@ class Receipts:
 
         store = ReceiptStore(self.git)
         pending = self._new.get(key.key)
+        if pending is None:
+            with _unwritten_lock:
+                pending = _unwritten.get((self.git.common_dir, self.where, key.key))
         if pending is not None:
             return json.loads(pending)
         clones = [self.clone]
@@ -260,9 +271,17 @@ class Receipts:
         doc = document(key, result, where=self.where, tree=tree, at=self.clock(), batch_id=self.batch_id,
                        task_id=task_id)
         self._new[key.key] = (json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+        with _unwritten_lock:
+            _unwritten[(self.git.common_dir, self.where, key.key)] = self._new[key.key]
+
+    def _unlist(self, keys) -> None:
+        with _unwritten_lock:
+            for key in keys:
+                _unwritten.pop((self.git.common_dir, self.where, key), None)
 
     def forget(self) -> None:
         """Drop the passes not written yet (`done` whose checks changed the delivery)."""
+        self._unlist(list(self._new))
         self._new.clear()
 
     def flush(self) -> int:
@@ -277,6 +296,8 @@ class Receipts:
         except Exception as exc:   # a receipt is an optimisation: never fail a verified attempt for it
             self.warn(f"receipts not written: {getattr(exc, 'detail', exc)}")
             return 0
+        finally:
+            self._unlist(new)
 
 
 def enabled(git: "Git", batch_flag: bool | None, command_flag: bool = True) -> bool:

@@ -318,15 +318,15 @@ def test_the_rules_see_violations():
 
 
 def test_the_layer_rules_see_violations():
-    tree = _tree(git_lanes__core__ids="def f():\n    from ..tick import engine\n",
-                 git_lanes__tick__engine="from ..domain import session\nfrom ... import git_lanes\n",
-                 git_lanes__domain__session="from ..batch import start\n",
-                 git_lanes__batch__start="from ..tick import engine\nfrom ..lane import side\n",
-                 git_lanes__lane__side="from ..batch import start\n",
-                 git_lanes__loose="from .core import ids\n",
-                 git_lanes__extra__x="",
-                 git_lanes__tick="", git_lanes__domain="", git_lanes__batch="", git_lanes__lane="",
-                 git_lanes__core="")
+    sources = {"core.ids": "def f():\n    from ..tick import engine\n",      # lazy, and still upward
+               "tick.engine": "from ..domain import session\nfrom ... import git_lanes\n",
+               "domain.session": "from ..batch import start\n",
+               "batch.start": "from ..tick import engine\nfrom ..lane import side\n",
+               "lane.side": "from ..batch import start\n",                  # one layer: both ways
+               "loose": "from .core import ids\n", "extra.x": ""}
+    packages = ("tick", "domain", "batch", "lane", "core")
+    tree = {f"git_lanes.{name}": (False, text) for name, text in sources.items()}
+    tree.update({f"git_lanes.{name}": (True, "") for name in packages})
     assert layer_violations(tree) == ["git_lanes.core.ids: imports git_lanes.tick from a higher layer",
                                       "git_lanes.core.ids: imports git_lanes.tick.engine from a higher layer",
                                       "git_lanes.domain.session: imports git_lanes.batch from a higher layer",

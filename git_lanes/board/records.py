@@ -116,7 +116,7 @@ def _with_archived(src: Source, slug: str, record: dict[str, Any],
 
 def _of_batch(src: Source, tip: str, batch_id: str) -> str | None:
     """The newest state commit of a lane record ref that belongs to `batch_id`: a later batch's lane
-    record starts with the earlier one's tip as its parent (`laneside.write_lane_data`), so an older
+    record starts with the earlier one's tip as its parent (`lane/side.write_lane_data`), so an older
     batch's is found down the first parents. None when there is none (or it cannot be read)."""
     odb = src.s.git.odb
     commit: str | None = tip

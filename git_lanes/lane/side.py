@@ -3,7 +3,7 @@
 Each takes a `Session` opened inside a lane worktree and returns plain data for the CLI to
 render. Only the lane side writes the lane's own record (`refs/notes/lanes/lane/<slug>/<task>`),
 always through `write_lane_data` (the lane's lock, compare-and-swap); the batch record is only
-ever read here, as plain data (`laneview`): a lane command builds no model and imports no
+ever read here, as plain data (`lane/view.py`): a lane command builds no model and imports no
 pydantic, so an agent's `git lanes task` or `done` starts nearly as fast as Python itself. A lane
 in another clone (SPEC §14) is this clone's when the batch record names its `lanes.cloneId`; until
 the coordinator admits its claim, `done` refuses `batch_lane_not_enrolled`.

@@ -7,7 +7,7 @@
     coordinate  `git lanes run --remote`: the coordinator's loop
 
 The coordinator admits and observes a lane of another clone from refs alone, through
-`lanehost.RemoteLanes`; the lane side of such a lane is `laneside` as for any lane.
+`domain/lanehost.RemoteLanes`; the lane side of such a lane is `lane/side.py` as for any lane.
 """
 
 from .replicate import NEGATIVE, PULL_STATUSES, PUSH_STATUSES, pull, push, push_retrying

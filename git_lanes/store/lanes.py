@@ -57,7 +57,7 @@ class LaneStore:
 
     def read_data(self, slug: str, task_id: str) -> tuple[dict[str, Any] | None, str | None]:
         """(the record as plain JSON data, state commit), with no model: what the lane commands read
-        (`laneside`); the coordinator validates every record it reads with `read`."""
+        (`lane/side.py`); the coordinator validates every record it reads with `read`."""
         tip = self.tip(slug, task_id)
         return (self._data(slug, task_id, tip) if tip is not None else None), tip
 

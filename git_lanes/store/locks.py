@@ -12,7 +12,7 @@ one folder per kind, so no slug, task or remote name can meet another lock:
   time and host (`status` shows them, SPEC §17.1).
 - `ff/<slug>`: not a lock but a mark (`fast_forward_mark`).
 - `fetch/<hex SHA-1 of the remote name>`: every fetch into a remote's tracking namespace.
-- `scratch/<slot>`: a scratch worktree in use (`scratch.py`).
+- `scratch/<slot>`: a scratch worktree in use (`domain/scratch.py`).
 - `evidence`: every writer of `refs/notes/lanes/evidence`, which all slugs share; `receipts` likewise.
 
 For one release a writer also takes the v3 lock of the same ref after its own (`<slug>.lock` of a

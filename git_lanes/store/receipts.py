@@ -4,7 +4,7 @@ Each clone writes only its own ref: a parentless commit (no history, so a pruned
 become unreachable and `git gc` drops them) whose tree holds `<2 hex>/<key>.json`. Its writers —
 a lane's `done` and the coordinator's ticks — hold `<git-common-dir>/lanes/locks/receipts`, always
 taken last, and move the ref by compare-and-swap (a lost race reads again and retries). The bytes
-are handed out as they are: `receipts.py` judges whether one holds.
+are handed out as they are: `domain/receipts.py` judges whether one holds.
 """
 
 from __future__ import annotations

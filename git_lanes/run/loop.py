@@ -202,8 +202,8 @@ class Driver(Provisioning, Correcting):
         if self.window is not None and self.window.add(pendings):
             return
 
-        def land(pending: Pending):
-            return hold_landing(vs, self.slug, Request(actor="run"), pending)
+        def land(pendings: list[Pending]):
+            return hold_landing(vs, self.slug, Request(actor="run"), pendings)
 
         def work(pendings: list[Pending]) -> None:
             try:

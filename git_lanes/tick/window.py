@@ -184,14 +184,12 @@ def _collect(t: TickState) -> None:
     """A verification for each candidate not passed whose lock this process can take (the lock of the
     candidate this hold judged, still held, goes to its child's rebuilt candidate)."""
     rec = t.record
-    mine = t.landing
+    mine = {p.candidate.task_id: p.held for p in t.landings if p.held.fd is not None}
     for i, cand in enumerate(rec.candidates):
         if cand.state != "verifying":
             continue   # passed (it lands in order), or failed and waiting for the ones before it
-        if mine is not None and mine.candidate.task_id == cand.task_id and mine.held.fd is not None \
-                and all(p.held is not mine.held for p in t.pendings):
-            held = mine.held
-        else:
+        held = mine.get(cand.task_id)
+        if held is None or any(p.held is held for p in t.pendings):
             held = flock_try(candidate_lock_path(t.git, t.slug, cand.task_id))
             if held is None:
                 continue   # a live verifier has it

@@ -76,21 +76,12 @@ def execute(spec: Spec, *, cwd: str, env: Mapping[str, str], tree: str, book: "R
     nothing runs), else the run's, retried up to `retries` times after a failure that may be flaky
     (each after `before_retry()`); a pass on a retry is `flaky: true` with its `attempts` and gets no
     receipt; a first-time pass is handed to `book` to keep."""
-    from .checks import split_command
-
-    key = None
-    if book is not None and spec.receipts:
-        try:
-            argv = list(spec.argv) if spec.argv is not None else split_command(spec.command)
-        except Exception:
-            argv = None
-        key = book.key(argv, spec.inputs, tree, cwd=cwd, env=env) if argv else None
+    key = _key(spec, cwd=cwd, env=env, tree=tree, book=book)
     if key is None:
         return _run(spec, cwd=cwd, env=env, retries=retries, before_retry=before_retry)
-    hit = book.lookup(key)
+    hit = _hit(spec, key, book)
     if hit is not None:
-        return CheckResult(spec.id, spec.command, 0, None, True, hit["duration_ms"], hit["output_tail"],
-                           cached=True, receipt=key.key)
+        return hit
     run, mine = _join(book.where, key.key)
     if not mine:
         run.done.wait(spec.timeout)
@@ -108,6 +99,34 @@ def execute(spec: Spec, *, cwd: str, env: Mapping[str, str], tree: str, book: "R
     finally:
         if mine:
             _leave(book.where, key.key, run, result)
+
+
+def look_up(spec: Spec, *, cwd: str, env: Mapping[str, str], tree: str, book: "Receipts") -> CheckResult | None:
+    """The result a usable passing receipt gives `spec` on `tree` (`cached: true`), else None (nothing
+    runs: a miss is the caller's to run)."""
+    key = _key(spec, cwd=cwd, env=env, tree=tree, book=book)
+    return _hit(spec, key, book) if key is not None else None
+
+
+def _key(spec: Spec, *, cwd: str, env: Mapping[str, str], tree: str, book: "Receipts | None"):
+    """The receipt key of `spec` on `tree`, or None (no book, `receipts = false`, receipts off)."""
+    from .checks import split_command
+
+    if book is None or not spec.receipts:
+        return None
+    try:
+        argv = list(spec.argv) if spec.argv is not None else split_command(spec.command)
+    except Exception:
+        return None
+    return book.key(argv, spec.inputs, tree, cwd=cwd, env=env) if argv else None
+
+
+def _hit(spec: Spec, key, book: "Receipts") -> CheckResult | None:
+    hit = book.lookup(key)
+    if hit is None:
+        return None
+    return CheckResult(spec.id, spec.command, 0, None, True, hit["duration_ms"], hit["output_tail"], cached=True,
+                       receipt=key.key)
 
 
 def _run(spec: Spec, *, cwd: str, env: Mapping[str, str], retries: int,

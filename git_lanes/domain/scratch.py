@@ -217,39 +217,73 @@ class Scratch:
         the first failing check (a candidate rerun), and `stop()`, asked before each check, stops
         too (its candidate is gone): checks not run are left out of the results."""
         self.move_to(commit, slug=slug, batch_id=batch_id)
-        from .checkrun import Spec, execute
+        from .checkrun import execute
 
-        groups: dict[tuple[str, ...], list[tuple[str, str, str, float]]] = {}
-        for item in items:
-            groups.setdefault(_command_key(item[2]), []).append(item)
-        rank = {task: i for i, task in enumerate(order)}
         tree = self.git.odb.tree_of(commit) if receipts is not None else ""
         shared: dict[tuple[str, ...], CheckResult] = {}
-        for key, group in groups.items():
+        for key, spec, env in _runs(self.git, items, slug=slug, batch_id=batch_id, order=order, specs=specs):
             if stop is not None and stop():
                 break
-            tasks = sorted(dict.fromkeys(task for task, *_ in group), key=lambda t: rank.get(t, len(rank)))
-            env = child_env(os.environ, self.git.local_env_vars, slug=slug, batch=batch_id,
-                            task=tasks[0] if len(tasks) == 1 else "")
-            if len(tasks) > 1:
-                env["GIT_LANES_TASKS"] = " ".join(tasks)
-            check_id, command = group[0][1], group[0][2]
-            declared = [(specs or {}).get((task, cid), (None, True)) for task, cid, *_ in group]
-            inputs = declared[0][0] if all(d[0] == declared[0][0] for d in declared) else None
-            spec = Spec(check_id, command, max(t for *_, t in group), inputs=inputs,
-                        receipts=all(d[1] for d in declared), task=tasks[0] if len(tasks) == 1 else "")
             shared[key] = execute(spec, cwd=self.path, env=env, tree=tree, book=receipts, retries=retries,
                                   before_retry=lambda: self.move_to(commit, slug=slug, batch_id=batch_id))
             if fail_fast and not shared[key].passed:
                 break
         if receipts is not None:
             receipts.flush()
-        results = []
-        for task, check_id, command, _ in items:
-            r = shared.get(_command_key(command))
-            if r is not None:
-                results.append(r._replace(id=f"{task}:{check_id}" if task else check_id, command=command))
-        return results
+        return _reported(items, shared)
+
+
+def cached(git, commit: str, items: list[tuple[str, str, str, float]], *, slug: str, batch_id: str,
+           order: list[str], specs: Mapping[tuple[str, str], tuple[list[str] | None, bool]] | None,
+           receipts: "Receipts") -> list[CheckResult] | None:
+    """The results `Scratch.run` would report at `commit` when a usable passing receipt stands for every
+    one of its runs (`cached: true`; nothing runs, no worktree is needed), else None. Not with
+    `lanes.receiptKey`, whose output is taken where the check runs."""
+    from .checkrun import look_up
+
+    if receipts.key_command:
+        return None
+    tree = git.odb.tree_of(commit)
+    shared: dict[tuple[str, ...], CheckResult] = {}
+    for key, spec, env in _runs(git, items, slug=slug, batch_id=batch_id, order=order, specs=specs):
+        found = look_up(spec, cwd=git.cwd, env=env, tree=tree, book=receipts)
+        if found is None:
+            return None
+        shared[key] = found
+    return _reported(items, shared)
+
+
+def _runs(git, items: list[tuple[str, str, str, float]], *, slug: str, batch_id: str, order: list[str],
+          specs: Mapping[tuple[str, str], tuple[list[str] | None, bool]] | None):
+    """(command key, `checkrun.Spec`, environment) of each distinct command of the items, in their order
+    (SPEC §8.3 v3: one run per command, the longest timeout, `GIT_LANES_TASKS` for a shared run)."""
+    from .checkrun import Spec
+
+    groups: dict[tuple[str, ...], list[tuple[str, str, str, float]]] = {}
+    for item in items:
+        groups.setdefault(_command_key(item[2]), []).append(item)
+    rank = {task: i for i, task in enumerate(order)}
+    for key, group in groups.items():
+        tasks = sorted(dict.fromkeys(task for task, *_ in group), key=lambda t: rank.get(t, len(rank)))
+        env = child_env(os.environ, git.local_env_vars, slug=slug, batch=batch_id,
+                        task=tasks[0] if len(tasks) == 1 else "")
+        if len(tasks) > 1:
+            env["GIT_LANES_TASKS"] = " ".join(tasks)
+        check_id, command = group[0][1], group[0][2]
+        declared = [(specs or {}).get((task, cid), (None, True)) for task, cid, *_ in group]
+        inputs = declared[0][0] if all(d[0] == declared[0][0] for d in declared) else None
+        yield key, Spec(check_id, command, max(t for *_, t in group), inputs=inputs,
+                        receipts=all(d[1] for d in declared), task=tasks[0] if len(tasks) == 1 else ""), env
+
+
+def _reported(items: list[tuple[str, str, str, float]], shared: Mapping[tuple[str, ...], CheckResult]) -> list[CheckResult]:
+    """Each item's result as `<task>:<id>` (items whose command did not run are left out)."""
+    results = []
+    for task, check_id, command, _ in items:
+        r = shared.get(_command_key(command))
+        if r is not None:
+            results.append(r._replace(id=f"{task}:{check_id}" if task else check_id, command=command))
+    return results
 
 
 def _command_key(command: str) -> tuple[str, ...]:

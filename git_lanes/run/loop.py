@@ -202,8 +202,8 @@ class Driver(Provisioning, Correcting):
         if self.window is not None and self.window.add(pendings):
             return
 
-        def land(pending: Pending):
-            return hold_landing(vs, self.slug, Request(actor="run"), pending)
+        def land(pendings: list[Pending]):
+            return hold_landing(vs, self.slug, Request(actor="run"), pendings)
 
         def work(pendings: list[Pending]) -> None:
             try:
@@ -229,18 +229,21 @@ class Driver(Provisioning, Correcting):
         self.verifier.start()
 
     def landed(self, event: Landed) -> dict[str, Any]:
-        if event.error is not None:
-            if self.interrupted.is_set():
-                return self.report
-            if event.error.code != "batch_busy":
+        """One posted event taken in, then a tick for what it freed (`run --remote`'s loop)."""
+        self.take_in([event])
+        return self.report if self.interrupted.is_set() else self.tick(Request(actor="run", only=set()), spares=True)
+
+    def take_in(self, events: list[Landed]) -> None:
+        """Note what the verifier posted (the caller ticks for what its landings freed)."""
+        for event in events:
+            if event.error is None:
+                # landing admits no lane: the refusals its report carries are those of the tick that
+                # recorded the candidate, reported then
+                self.note(event.report, {r["task_id"] for r in event.report.get("lane_refusals", [])})
+            elif event.error.code != "batch_busy" and not self.interrupted.is_set():
                 raise Stop(event.error.message)
-            # the main thread held the lock that long (waiting out a Git lock file a kill left): the
-            # candidate stays recorded and the next tick verifies it again
-            return self.tick(Request(actor="run", only=set()), spares=True)
-        # landing admits no lane: the refusals its report carries are those of the tick that recorded
-        # the candidate, reported then
-        self.note(event.report, {r["task_id"] for r in event.report.get("lane_refusals", [])})
-        return self.tick(Request(actor="run", only=set()), spares=True)
+            # batch_busy: the main thread held the lock that long (waiting out a Git lock file a kill
+            # left): the candidate stays recorded and the next tick verifies it again
 
     # -- the loop ---------------------------------------------------------------------------------------
 
@@ -267,18 +270,19 @@ class Driver(Provisioning, Correcting):
             happened = self.sessions.wait(self._chore, lambda: self.progress.draw(force=False))
             if not happened:
                 return  # interrupted
-            # One tick per ended session, each observing only its lane and offering the spare lanes: a
-            # freed slot is filled at once, not after every ended lane integrated.
-            for i, event in enumerate(happened):
-                if isinstance(event, Landed):
-                    report = self.landed(event)
-                else:
-                    self.after_session(event)
-                    report = self.tick(Request(actor="run", only={event.task_id}), spares=True)
-                    if stalled(self.track_of(event.task_id), event, report) >= IDLE_SESSIONS:
-                        report = self.stop_lane(event, report)
-                if i + 1 < len(happened) and report["batch_state"] == "running" and not self.interrupted.is_set():
-                    report = self.act(report)
+            # One tick for what happened together: it observes the lanes whose sessions ended, takes in
+            # what the verifier landed and offers the spare lanes, so a freed slot is filled at once
+            # (one tick per event would queue them behind each other and behind the landings).
+            ends = [e for e in happened if not isinstance(e, Landed)]
+            self.take_in([e for e in happened if isinstance(e, Landed)])
+            for event in ends:
+                self.after_session(event)
+            if not ends and self.interrupted.is_set():
+                return   # Ctrl-C: what was landed is noted, nothing more is decided
+            report = self.tick(Request(actor="run", only={e.task_id for e in ends}), spares=True)
+            for event in ends:
+                if stalled(self.track_of(event.task_id), event, report) >= IDLE_SESSIONS:
+                    report = self.stop_lane(event, report)
 
     def _chore(self) -> Callable[[], None] | None:
         """One small job to do while sessions run: a spare lane, else a release. A release holds the
@@ -418,6 +422,7 @@ class Driver(Provisioning, Correcting):
 
         self.releases = []
         try:
+            self.cs.forget_worktrees()   # the last tick may have moved lane branches after it listed them
             report = status_report(self.cs, self.slug)
             handoffs = [h for h in report.get("handoffs", [])
                         if h.get("action") == "release" and h["task_id"] not in self.sessions.active]

@@ -60,32 +60,35 @@ def verify(s, slug: str, req: Request, pendings: list[Pending], cancelled: Calla
     decided: the candidates stay recorded for the next tick."""
     from .verifier import Verifier
 
-    return Verifier(s, slug, lambda p: hold_landing(s, slug, req, p), posted=posted, cancelled=cancelled).run(pendings)
+    return Verifier(s, slug, lambda ps: hold_landing(s, slug, req, ps), posted=posted, cancelled=cancelled).run(pendings)
 
 
-def hold_landing(s, slug: str, req: Request, pending: Pending) -> tuple[Outcome, list[Pending]]:
-    """`LAND` under the slug's lock for one verified candidate: the candidates it records come back."""
-    return _hold(s, slug, req, LAND, pending, schedule=pending.schedule)
+def hold_landing(s, slug: str, req: Request, pendings: Pending | list[Pending]) -> tuple[Outcome, list[Pending]]:
+    """`LAND` under the slug's lock for verified candidates (those that ended together are judged in one
+    hold, each landing still one write): the candidates it records come back."""
+    landings = [pendings] if isinstance(pendings, Pending) else list(pendings)
+    return _hold(s, slug, req, LAND, landings, schedule=any(p.schedule for p in landings))
 
 
-def _hold(s, slug: str, req: Request, steps: Sequence[Step], landing: Pending | None, *,
+def _hold(s, slug: str, req: Request, steps: Sequence[Step], landings: list[Pending] | None, *,
           schedule: bool) -> tuple[Outcome, list[Pending]]:
     t = None
+    landings = landings or []
     try:
         with s.transaction(slug, req.actor) as tx:
             s.forget_worktrees()   # the list after the lock: what other commands did is seen
             t = TickState(s, slug, req, tx, schedule=schedule)
-            if landing is not None:   # the report goes on from the tick that recorded the candidate
-                t.landing, t.extras, t.reason = landing, landing.extras or t.extras, landing.reason
+            if landings:   # the report goes on from the tick that recorded the candidate
+                t.landings, t.extras, t.reason = landings, landings[0].extras or t.extras, landings[0].reason
             outcome = _locked(t, steps)
             for p in t.pendings:
                 p.extras, p.reason = t.extras, t.reason
-            if landing is not None and all(p.held is not landing.held for p in t.pendings):
-                landing.held.release()   # nothing more to verify under its lock: another verifier may go
+            for landing in landings:
+                if all(p.held is not landing.held for p in t.pendings):
+                    landing.held.release()   # nothing more to verify under its lock: another verifier may go
     except BaseException:
-        for p in [landing] + (t.pendings if t else []):
-            if p is not None:
-                p.held.release()
+        for p in landings + (t.pendings if t else []):
+            p.held.release()
         raise
     closes = finish.tracker_closes(s, slug, t.record, req.actor, outcome) if req.closes_issues else None
     return closes or outcome, t.pendings

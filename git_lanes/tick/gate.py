@@ -57,15 +57,21 @@ def park_failed(t: TickState, child, commit: str, failed: list, after: list[str]
 
 
 def land(t: TickState) -> bool:
-    """Step 9, first part (under the slug's lock again): the verdict on the verified candidate, if it
-    is still in the window — its child parked, or the candidate recorded passed."""
-    pending = t.landing
+    """Step 9, first part (under the slug's lock again): the verdict on each verified candidate still
+    in the window, in window order — its child parked, or the candidate recorded passed."""
+    position = {c.task_id: i for i, c in enumerate(t.record.candidates)}
+    for pending in sorted(t.landings, key=lambda p: position.get(p.candidate.task_id, len(position))):
+        _judge(t, pending)
+    return True
+
+
+def _judge(t: TickState, pending: Pending) -> None:
     rec = t.record
-    if pending is None or pending.stopped or rec.batch_state != "running":
-        return True   # stopped, or its candidate left the window: nothing of ours to judge
+    if pending.stopped or rec.batch_state != "running":
+        return   # stopped, or its candidate left the window: nothing of ours to judge
     cand = next((c for c in rec.candidates if same(c, pending.candidate)), None)
     if cand is None or cand.state != "verifying":
-        return True
+        return
     child = rec.child(cand.task_id)
     failed = [r for r in pending.results if not r.passed]
     from ..core.model import CheckResultModel
@@ -76,7 +82,7 @@ def land(t: TickState) -> bool:
         cand.state = "waiting"
         cand.results = [CheckResultModel(**r.to_json()) for r in pending.results]
         t.events.append(f"{child.task_id} failed, waiting for the candidates before it")
-        return True
+        return
     if pending.setup_failure is not None or failed:
         after = [c.task_id for c in rec.candidates[len(before) + 1:]]
         if pending.setup_failure is not None:
@@ -84,13 +90,12 @@ def land(t: TickState) -> bool:
         else:
             park_failed(t, child, cand.commit, failed, after)
         t.write()
-        return True
+        return
     cand.state = "passed"
     cand.passed_at = t.s.clock()
     cand.results = [CheckResultModel(**r.to_json()) for r in pending.results]
     if cand is not rec.candidates[0] or cand.head != t.head:
         t.events.append(f"passed {child.task_id}")
-    return True
 
 
 PATHSPEC_MAX = 2000   # more changed paths than this: the whole coordinator is looked at

@@ -128,7 +128,12 @@ def pending_for(t: TickState, child: "Child", candidate: Candidate, held: Held, 
     intents = [(task, authority.effective_intent(t.s, rec, task)) for task in rerun_tasks(t, child, before)]
     return Pending(rec.batch_id, candidate.model_copy(deep=True), engine.rerun_items(intents),
                    [c.task_id for c in rec.children], held, schedule=t.schedule, coordinator=rec.coordinator,
-                   specs=engine.rerun_specs(intents), receipts=t.req.receipts and rec.receipts is not False)
+                   specs=engine.rerun_specs(intents), receipts=receipts_apply(t))
+
+
+def receipts_apply(t: TickState) -> bool:
+    """Whether this tick's candidate reruns may use receipts: the command's and the batch's say (§8.7)."""
+    return t.req.receipts and t.record.receipts is not False
 
 
 def mark_integrated(t: TickState, child: "Child", commit: str, rerun: list["CheckResult"]) -> None:

@@ -48,7 +48,7 @@ class TickState:
         self.reason: str | None = None
         self.continue_start: str | None = None   # how to finish an interrupted `start` (repair.guards)
         self.pendings: list["Pending"] = []     # candidates step 9 recorded (or found unverified), to verify
-        self.landing: "Pending | None" = None    # a verified candidate this hold lands
+        self.landings: "list[Pending]" = []      # verified candidates this hold judges (and lands)
         self.landed = False   # an integration is in the record, not written yet (it goes with the next candidate)
         self.lanes: "Lanes" = Lanes(s)
         self._scopes: dict[str, list[str]] | None = None

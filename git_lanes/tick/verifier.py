@@ -1,6 +1,7 @@
 """Verifying a window of candidates (SPEC §8.9 v4): each candidate's reruns in a thread of its own
-(a scratch worktree of its own from the pool, a Git session of its own), all at once; each verdict
-and landing under the slug's lock, one at a time, in the thread that runs `Verifier.run` — which
+(a scratch worktree of its own from the pool, a Git session of its own), all at once; the verdicts
+and landings under the slug's lock (those whose checks ended together in one hold, each landing one
+write), in the thread that runs `Verifier.run` — which
 hands the candidates those record to verification in turn, until none is left.
 
 A watcher re-reads the record every `POLL` seconds (SPEC: at least every 5 s) and stops the checks
@@ -27,7 +28,7 @@ STOPPING = 0.1   # ... while a stopped candidate's checks are still being killed
 
 
 class Verifier:
-    def __init__(self, s, slug: str, land: Callable[[Pending], tuple["Outcome", list[Pending]]], *,
+    def __init__(self, s, slug: str, land: Callable[[list[Pending]], tuple["Outcome", list[Pending]]], *,
                  posted: Callable[["Outcome"], None] | None = None,
                  cancelled: Callable[[], bool] = lambda: False) -> None:
         self.s = s
@@ -83,18 +84,26 @@ class Verifier:
                         self.closed = True
                         break
                 try:
-                    p, exc = self._done.get(timeout=0.5)
+                    ended = [self._done.get(timeout=0.5)]
                 except queue.Empty:
                     continue
+                while True:   # those that ended meanwhile are judged in the same hold
+                    try:
+                        ended.append(self._done.get_nowait())
+                    except queue.Empty:
+                        break
                 with self._mutex:
-                    self._inflight.remove(p)
-                if exc is not None:
-                    p.held.release()
-                    raise exc
-                if self.cancelled():   # Ctrl-C killed the checks: nothing is decided, the candidate stays
-                    p.held.release()
+                    for p, _ in ended:
+                        self._inflight.remove(p)
+                failure = next((exc for _, exc in ended if exc is not None), None)
+                if failure is not None or self.cancelled():
+                    # an error, or Ctrl-C killed the checks: nothing is decided, the candidates stay
+                    for p, _ in ended:
+                        p.held.release()
+                    if failure is not None:
+                        raise failure
                     continue
-                outcome, more = self.land(p)
+                outcome, more = self.land([p for p, _ in ended])
                 self.outcome = outcome
                 if self.posted is not None:
                     self.posted(outcome)

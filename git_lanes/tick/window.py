@@ -35,9 +35,13 @@ def integrate(t: TickState) -> bool:
         return True
     try:
         _chain(t)
-        _land_front(t)
-        _judge_waiting(t)
-        added = _fill(t, rec.verify_window or 1)
+        added = False
+        while True:
+            _land_front(t)
+            _judge_waiting(t)
+            added = _fill(t, rec.verify_window or 1) or added
+            if not _pass_cached(t):
+                break
         _collect(t)
     except BaseException:
         if t.landed:
@@ -139,18 +143,53 @@ def _fill(t: TickState, window: int) -> bool:
     return added
 
 
+def _pass_cached(t: TickState) -> bool:
+    """A candidate for whose every rerun a usable passing receipt stands (SPEC §8.7: nothing would run)
+    is judged here, under the slug's lock, as its verifier would judge it — recorded passed with the
+    cached results — instead of in a thread and a scratch worktree after this hold; it then lands in
+    order like any passed one. Only candidates whose verification lock is free; whether any passed."""
+    from ..core.model import CheckResultModel
+    from ..domain.receipts import book
+    from ..domain.scratch import cached
+
+    rec = t.record
+    receipts = book(t.git, where="scratch", batch_id=rec.batch_id, clock=t.s.clock, warn=t.s.warn,
+                    command_flag=land.receipts_apply(t))
+    if receipts is None:
+        return False
+    order = [c.task_id for c in rec.children]
+    passed = False
+    for i, cand in enumerate(rec.candidates):
+        if cand.state != "verifying":
+            continue
+        held = flock_try(candidate_lock_path(t.git, t.slug, cand.task_id))
+        if held is None:
+            continue   # a live verifier has it
+        try:
+            p = land.pending_for(t, rec.child(cand.task_id), cand, held, [c.task_id for c in rec.candidates[:i]])
+            results = cached(t.git, cand.commit, p.items, slug=t.slug, batch_id=rec.batch_id, order=order,
+                             specs=p.specs, receipts=receipts)
+        finally:
+            held.release()
+        if results is None:
+            continue
+        cand.state, cand.passed_at = "passed", t.s.clock()
+        cand.results = [CheckResultModel(**r.to_json()) for r in results]
+        t.events.append(f"passed {cand.task_id} (receipts)")
+        passed = True
+    return passed
+
+
 def _collect(t: TickState) -> None:
     """A verification for each candidate not passed whose lock this process can take (the lock of the
     candidate this hold judged, still held, goes to its child's rebuilt candidate)."""
     rec = t.record
-    mine = t.landing
+    mine = {p.candidate.task_id: p.held for p in t.landings if p.held.fd is not None}
     for i, cand in enumerate(rec.candidates):
         if cand.state != "verifying":
             continue   # passed (it lands in order), or failed and waiting for the ones before it
-        if mine is not None and mine.candidate.task_id == cand.task_id and mine.held.fd is not None \
-                and all(p.held is not mine.held for p in t.pendings):
-            held = mine.held
-        else:
+        held = mine.get(cand.task_id)
+        if held is None or any(p.held is held for p in t.pendings):
             held = flock_try(candidate_lock_path(t.git, t.slug, cand.task_id))
             if held is None:
                 continue   # a live verifier has it

@@ -31,6 +31,7 @@ from ..model import Claim, LaneRecord, Released
 from ..session import Session
 from ..store import CorruptRecord, lane_lock
 from .replicate import ATTEMPTS, pull, push_retrying, resolve_remote
+from .sharing import sharing
 
 
 def failure_text(exc: LanesError) -> str:
@@ -56,12 +57,16 @@ def sync_push(s: Session, remote: str, only: Callable[[str], bool] | None = None
 
 def own_refs(s: Session, slug: str) -> set[str]:
     """The refs this clone writes for `slug`: the lane record and the lane branch of every lane it
-    claimed in the batch's current run (a released lane's record only)."""
+    claimed in the batch's current run (a released lane's record only), and its receipts ref when
+    `lanes.shareReceipts` carries it (SPEC §8.7)."""
     snap = s.batches.read(slug)
     mine = clone_id(s.git)
     if snap is None or mine is None:
         return set()
     refs = set()
+    own = sharing(s.git).own
+    if own is not None:
+        refs.add(own)
     for child in snap.record.children:
         try:
             lrec, _ = s.lanes.read(slug, child.task_id)

@@ -2,7 +2,8 @@
 
 Three ref families travel:
 
-  refs/notes/lanes/*        batch records, lane records, evidence notes
+  refs/notes/lanes/*        batch records, lane records, evidence notes (receipts: only with
+                            `lanes.shareReceipts`, by the rules of `sharing.py`)
   refs/heads/imm/*          batch branches
   refs/heads/imm-lane/*     lane branches
 
@@ -87,9 +88,9 @@ from ..gitio.transport import fetch_mirror, push_atomic
 from ..session import Session
 from ..store import fetch_lock
 from .records import Records
+from .sharing import Sharing, pull_item, push_status, sharing
 
 FAMILIES = ("refs/notes/lanes/", "refs/heads/imm/", "refs/heads/imm-lane/")
-RECEIPTS = "refs/notes/lanes/receipts/"   # (v4, SPEC §8.7) each clone's own: not carried (lanes.shareReceipts: not yet)
 TRACKING_ROOT = "refs/lanes-remotes/"
 
 # Per-ref statuses of `push` / `pull` (public interface: scripts match on them).
@@ -108,7 +109,8 @@ PULL_STATUSES: dict[str, str] = {
     "pulled": "created, fast-forwarded, or a copy of a lane branch replaced by its writer's value (the records "
               "keep the old one reachable)",
     "up_to_date": "the local ref holds the remote's value",
-    "local_ahead": "the local value descends from the remote's; nothing to do (push it)",
+    "local_ahead": "the local value descends from the remote's, or is this clone's own receipts ref (which only "
+                   "it writes); nothing to do (push it)",
     "remote_moved": "diverged: neither merged nor overwritten",
     "checked_out": "a branch checked out in a worktree here is never moved (pull it with git there)",
     "released": "the lane branch of a released child is not recreated",
@@ -149,22 +151,26 @@ def _tracking(prefix: str, ref: str) -> str:
     return prefix + ref[len("refs/"):]
 
 
-def fetch(git: Git, target: str, prefix: str) -> dict[str, str]:
-    """Mirror the three families of the remote into the tracking namespace; {remote ref: oid}. One
-    fetch into it at a time (`store.fetch_lock`)."""
-    specs = [f"+{fam}*:{_tracking(prefix, fam)}*" for fam in FAMILIES]
+def fetch(git: Git, target: str, prefix: str, share: Sharing | None = None) -> dict[str, str]:
+    """Mirror the three families of the remote into the tracking namespace (receipts refs only with
+    `lanes.shareReceipts`); {remote ref: oid}. One fetch into it at a time (`store.fetch_lock`)."""
+    share = share if share is not None else sharing(git)
+    specs = [f"+{fam}*:{_tracking(prefix, fam)}*" for fam in FAMILIES] + share.refspecs()
     with fetch_lock(git, prefix):
         fetch_mirror(git, target, specs, guarded=prefix)
         mirrored = git.refs.under(prefix.rstrip("/"))
     return {"refs/" + name[len(prefix):]: oid for name, oid in mirrored.items()
-            if name.startswith(prefix) and not ("refs/" + name[len(prefix):]).startswith(RECEIPTS)}
+            if name.startswith(prefix) and share.carried("refs/" + name[len(prefix):], local=False)}
 
 
-def _local(git: Git) -> dict[str, str]:
+def _local(git: Git, share: Sharing | None) -> dict[str, str]:
+    """The local refs of the three families that push may send (`share`), or (None) all of them, other
+    clones' receipts included: what pull compares the remote's values with."""
     values: dict[str, str] = {}
     for fam in FAMILIES:
         values.update(git.refs.under(fam.rstrip("/")))
-    return {ref: oid for ref, oid in values.items() if ref.startswith(FAMILIES) and not ref.startswith(RECEIPTS)}
+    return {ref: oid for ref, oid in values.items()
+            if ref.startswith(FAMILIES) and (share is None or share.carried(ref, local=True))}
 
 
 def _relation(git: Git, ours: str | None, theirs: str | None) -> str:
@@ -198,7 +204,7 @@ def unsent(s: Session, remote: str, only: Callable[[str], bool] | None = None) -
     _, prefix = resolve_remote(git, remote)
     seen = {"refs/" + name[len(prefix):]: oid for name, oid in git.refs.under(prefix.rstrip("/")).items()
             if name.startswith(prefix)}
-    local = _local(git)
+    local = _local(git, sharing(git))
     if any(oid != seen.get(ref) for ref, oid in local.items() if only is None or only(ref)):
         return True
     return bool(_deletions(Records(s, seen), local, seen, only)[0])
@@ -208,17 +214,21 @@ def push(s: Session, remote: str = "origin", only: Callable[[str], bool] | None 
     """One atomic push with a lease on every ref (`only`: the refs to consider); see the module docstring."""
     git = s.git
     target, prefix = resolve_remote(git, remote)
-    theirs_all = fetch(git, target, prefix)
+    share = sharing(git)
+    theirs_all = fetch(git, target, prefix, share)
     records = Records(s, theirs_all)
-    local = _local(git)
+    local = _local(git, share)
     items, drop = _deletions(records, local, theirs_all, only)
     handled = {i["ref"] for i in items}
     for ref, ours in sorted(local.items()):
         if ref in handled or (only is not None and not only(ref)):
             continue
         theirs = theirs_all.get(ref)
-        relation = _relation(git, ours, theirs)
-        if relation == "ahead" and theirs is None and records.released(ref):
+        own = push_status(share, ref, ours, theirs)   # this clone's receipts: no history, replaced under its lease
+        relation = _relation(git, ours, theirs) if own is None else ""
+        if own is not None:
+            item = _item(ref, own, ours, theirs)
+        elif relation == "ahead" and theirs is None and records.released(ref):
             item = _item(ref, "released", ours, theirs)
         elif relation == "diverged" and records.replaced_by_lane_commit(ref, ours, theirs):
             item = _item(ref, "remote_ahead", ours, theirs)
@@ -309,18 +319,20 @@ def pull(s: Session, remote: str = "origin", attempts: int = 5) -> dict[str, Any
     """Fetch into the tracking namespace, then move local refs; see the module docstring."""
     git = s.git
     target, prefix = resolve_remote(git, remote)
-    theirs_all = fetch(git, target, prefix)
+    share = sharing(git)
+    theirs_all = fetch(git, target, prefix, share)
     _prune_remote_tracking(git, remote, theirs_all)
     records = Records(s, theirs_all)
     for _ in range(attempts):
         worktrees = s.worktrees(refresh=True)
         checked_out = {wt.branch: wt.path for wt in worktrees if wt.branch}
-        local = _local(git)
+        local = _local(git, None)
         items = []
         refresh: list[str] = []
         for ref, theirs in sorted(theirs_all.items()):
             ours = local.get(ref)
-            item = _classify_pull(s, records, ref, ours, theirs, checked_out.get(ref))
+            item = pull_item(share, ref, ours, theirs) or _classify_pull(s, records, ref, ours, theirs,
+                                                                         checked_out.get(ref))
             if item.pop("refresh", None):
                 refresh.append(checked_out[ref])
             items.append(item)

@@ -44,10 +44,11 @@ def failure_text(exc: LanesError) -> str:
 # -- pushing and pulling with the one-writer rule ------------------------------------------------------------
 
 def sync_push(s: Session, remote: str, only: Callable[[str], bool] | None = None,
-              attempts: int = ATTEMPTS) -> dict[str, Any]:
+              attempts: int = ATTEMPTS, fetched: bool = False) -> dict[str, Any]:
     """`push_retrying`, and `remote_moved` when the last try was still refused. Diverged refs are in
-    the document."""
-    doc = push_retrying(s, remote, only, attempts)
+    the document. `fetched`: the caller pulled moments ago (a loop): the first push leases on what that
+    pull saw instead of fetching again."""
+    doc = push_retrying(s, remote, only, attempts, fetched=fetched)
     rejected = [r["ref"] for r in doc["refs"] if r["status"] == "rejected"]
     if rejected:
         raise refused("remote_moved", f"the push to {remote} kept failing ({', '.join(rejected)}) after {attempts} "

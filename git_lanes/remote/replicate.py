@@ -158,7 +158,14 @@ def fetch(git: Git, target: str, prefix: str, share: Sharing | None = None) -> d
     specs = [f"+{fam}*:{_tracking(prefix, fam)}*" for fam in FAMILIES] + share.refspecs()
     with fetch_lock(git, prefix):
         fetch_mirror(git, target, specs, guarded=prefix)
-        mirrored = git.refs.under(prefix.rstrip("/"))
+        return seen(git, prefix, share)
+
+
+def seen(git: Git, prefix: str, share: Sharing | None = None) -> dict[str, str]:
+    """The remote's refs as the last fetch (or push) left them in the tracking namespace, without the
+    network; {remote ref: oid}."""
+    share = share if share is not None else sharing(git)
+    mirrored = git.refs.under(prefix.rstrip("/"))
     return {"refs/" + name[len(prefix):]: oid for name, oid in mirrored.items()
             if name.startswith(prefix) and share.carried("refs/" + name[len(prefix):], local=False)}
 
@@ -166,9 +173,7 @@ def fetch(git: Git, target: str, prefix: str, share: Sharing | None = None) -> d
 def _local(git: Git, share: Sharing | None) -> dict[str, str]:
     """The local refs of the three families that push may send (`share`), or (None) all of them, other
     clones' receipts included: what pull compares the remote's values with."""
-    values: dict[str, str] = {}
-    for fam in FAMILIES:
-        values.update(git.refs.under(fam.rstrip("/")))
+    values = git.refs.under(*(fam.rstrip("/") for fam in FAMILIES))
     return {ref: oid for ref, oid in values.items()
             if ref.startswith(FAMILIES) and (share is None or share.carried(ref, local=True))}
 
@@ -202,20 +207,23 @@ def unsent(s: Session, remote: str, only: Callable[[str], bool] | None = None) -
     from the remote as last fetched, or a released remote lane's branch waits to be deleted."""
     git = s.git
     _, prefix = resolve_remote(git, remote)
-    seen = {"refs/" + name[len(prefix):]: oid for name, oid in git.refs.under(prefix.rstrip("/")).items()
-            if name.startswith(prefix)}
-    local = _local(git, sharing(git))
-    if any(oid != seen.get(ref) for ref, oid in local.items() if only is None or only(ref)):
+    share = sharing(git)
+    last = seen(git, prefix, share)
+    local = _local(git, share)
+    if any(oid != last.get(ref) for ref, oid in local.items() if only is None or only(ref)):
         return True
-    return bool(_deletions(Records(s, seen), local, seen, only)[0])
+    return bool(_deletions(Records(s, last), local, last, only)[0])
 
 
-def push(s: Session, remote: str = "origin", only: Callable[[str], bool] | None = None) -> dict[str, Any]:
-    """One atomic push with a lease on every ref (`only`: the refs to consider); see the module docstring."""
+def push(s: Session, remote: str = "origin", only: Callable[[str], bool] | None = None,
+         fetched: bool = False) -> dict[str, Any]:
+    """One atomic push with a lease on every ref (`only`: the refs to consider); see the module docstring.
+    `fetched`: judge against the tracking namespace as the last fetch or push left it instead of
+    fetching first (a loop that just pulled); the leases still hold the push to what the remote holds."""
     git = s.git
     target, prefix = resolve_remote(git, remote)
     share = sharing(git)
-    theirs_all = fetch(git, target, prefix, share)
+    theirs_all = seen(git, prefix, share) if fetched else fetch(git, target, prefix, share)
     records = Records(s, theirs_all)
     local = _local(git, share)
     items, drop = _deletions(records, local, theirs_all, only)
@@ -257,15 +265,20 @@ def push(s: Session, remote: str = "origin", only: Callable[[str], bool] | None 
 
 
 def push_retrying(s: Session, remote: str = "origin", only: Callable[[str], bool] | None = None,
-                  attempts: int = ATTEMPTS) -> dict[str, Any]:
+                  attempts: int = ATTEMPTS, fetched: bool = False) -> dict[str, Any]:
     """`push`; when a lease failed (the remote moved between our fetch and our push) pull and push
-    again, at most `attempts` pushes in all; the last push's document, with `attempts`."""
+    again, at most `attempts` pushes in all; the last push's document, with `attempts`. `fetched`: the
+    first push judges against the last fetch (`push(fetched=True)`); a ref it finds diverged or a lease
+    that fails is judged again after a fresh fetch, so an old picture never decides what is reported."""
     for attempt in range(1, attempts + 1):
-        doc = push(s, remote, only)
-        if attempt == attempts or not any(r["status"] == "rejected" for r in doc["refs"]):
+        stale = fetched and attempt == 1
+        doc = push(s, remote, only, fetched=stale)
+        again = ("rejected", "remote_moved") if stale else ("rejected",)
+        if attempt == attempts or not any(r["status"] in again for r in doc["refs"]):
             doc["attempts"] = attempt
             return doc
-        pull(s, remote)
+        if any(r["status"] == "rejected" for r in doc["refs"]):
+            pull(s, remote)
     raise AssertionError("unreachable")
 
 

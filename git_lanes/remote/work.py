@@ -129,7 +129,7 @@ class Worker(Waiting):
         try:
             if not refs or not unsent(s, self.remote, refs.__contains__):
                 return
-            doc = sync_push(s, self.remote, only=refs.__contains__)
+            doc = sync_push(s, self.remote, only=refs.__contains__, fetched=True)
         except LanesError as exc:
             self._unreachable(exc)
             return
@@ -148,9 +148,10 @@ class Worker(Waiting):
 
     def drive(self) -> None:
         while not self.interrupted.is_set():
+            polled = time.monotonic()
             pulled = self.pull()
             if not pulled and self.slug is None:
-                self.wait()
+                self.wait(polled)
                 continue
             rec = self._record()
             if rec is None:
@@ -159,10 +160,10 @@ class Worker(Waiting):
                 if not self.waiting_said:
                     self.waiting_said = True
                     self.event(f"waiting for a batch of {self.slug or 'any slug'} on {self.remote}")
-                self.wait()
+                self.wait(polled)
                 continue
             if self.changed_at < self.round_at and time.monotonic() - self.round_at < self.interval:
-                self.wait()   # the pull brought nothing and nothing happened here: no round before --interval
+                self.wait(polled)   # the pull brought nothing and nothing happened here: no round before --interval
                 continue
             self.round_at = time.monotonic()
             self.report = self._status()
@@ -175,12 +176,16 @@ class Worker(Waiting):
             self.start_sessions(rec)
             if pulled and (not self.once or self.joined < self.jobs):
                 self.join_more()      # before releases: a join is on the batch's critical path, a release is not
-            self.release_done()
+            released = self.release_done(push=False)
+            if released and pulled and (not self.once or self.joined < self.jobs):
+                self.join_more()      # the releases freed slots: the handoffs waiting for one go first
+            if released:
+                self.push()
             self.beat(force=False)
             if self.once and not self.owed(rec):
                 self.wait_all()
                 return
-            self.wait()
+            self.wait(polled)
 
     def owed(self, rec) -> bool:
         """`--once`: a lane joined here still owes its session (waiting for admission, or enrolled and
@@ -258,8 +263,9 @@ class Worker(Waiting):
 
     # -- what to do with the lanes held --------------------------------------------------------------------
 
-    def release_done(self) -> None:
-        """Release the lanes the release handoffs name for this clone; one push for all of them."""
+    def release_done(self, push: bool = True) -> int:
+        """Release the lanes the release handoffs name for this clone; one push for all of them (`push`:
+        now, else the caller's); how many."""
         released = 0
         for h in self.report.get("handoffs", []):
             if h.get("action") != "release" or (h.get("remote") or {}).get("clone_id") != self.clone:
@@ -275,8 +281,9 @@ class Worker(Waiting):
             released += 1
             self.held.pop(task, None)
             self.event(f"{task}: lane released")
-        if released:
+        if released and push:
             self.push()
+        return released
 
     def forget(self, rec) -> None:
         """Lanes that are no longer this clone's to work (parked, restarted, taken elsewhere)."""

@@ -129,12 +129,25 @@ def test_a_wait_counts_from_when_the_pull_began():
     assert time.monotonic() - t >= 0.45
 
 
-def test_ancestry_answers_are_kept_and_stay_right(repo):
+def test_ancestry_is_read_here_when_near_and_asked_of_git_when_far(repo, monkeypatch):
     from git_lanes.gitio import Git
+    from git_lanes.gitio.ancestry import LIMIT
 
-    git(repo, "commit", "-q", "--allow-empty", "-m", "two")
-    one, two = git(repo, "rev-parse", "HEAD~1", "HEAD").split()
+    tree = git(repo, "rev-parse", "HEAD^{tree}").strip()
+    chain = [git(repo, "rev-parse", "HEAD").strip()]
+    for n in range(LIMIT + 5):   # a long first-parent line, written without a worktree
+        chain.append(git(repo, "commit-tree", tree, "-p", chain[-1], "-m", str(n)).strip())
+    side = git(repo, "commit-tree", tree, "-m", "unrelated").strip()
+    merge = git(repo, "commit-tree", tree, "-p", chain[3], "-p", side, "-m", "merge").strip()
     g = Git(str(repo))
-    assert g.odb.is_ancestor(one, two) and not g.odb.is_ancestor(two, one)
-    assert g.odb.is_ancestor(one, two) and not g.odb.is_ancestor(two, one)   # the same, from what was kept
-    assert g.refs.under("refs/heads", "refs/tags") == {"refs/heads/main": two}
+    calls = counting(monkeypatch)
+    assert g.odb.is_ancestor(chain[-3], chain[-1]) and g.odb.is_ancestor(side, merge)   # near: read here
+    assert not g.odb.is_ancestor(chain[-1], chain[0]) and not g.odb.is_ancestor(side, chain[5])  # roots reached
+    assert not g.odb.is_ancestor(merge, chain[3])
+    assert [c for c in calls if c[0] == "merge-base"] == []
+    assert g.odb.is_ancestor(chain[0], chain[-1])                    # far: Git answers
+    assert not g.odb.is_ancestor(side, chain[-1])
+    assert len([c for c in calls if c[0] == "merge-base"]) == 2
+    assert g.odb.is_ancestor(chain[0], chain[-1]) and not g.odb.is_ancestor(side, chain[-1])   # kept
+    assert len([c for c in calls if c[0] == "merge-base"]) == 2
+    assert g.refs.under("refs/heads", "refs/tags") == {"refs/heads/main": chain[0]}

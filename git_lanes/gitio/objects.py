@@ -32,7 +32,6 @@ _CACHE_MAX = 8192
 _FLAT: dict[str, dict[str, str]] = {}
 _BLOBS: dict[str, bytes] = {}
 _HISTORIES: dict[tuple[str, str, bool], tuple[str, ...]] = {}   # (tip, exclude, first parent) -> commits
-_ANCESTRY: dict[tuple[str, str, str], bool] = {}   # (repository, ancestor, descendant) -> is-ancestor's answer
 _TREES: dict[tuple[str, str], tuple["TreeEntry", ...]] = {}       # (objects dir, tree) -> its entries
 _COMMITS: dict[tuple[str, str], "CommitInfo"] = {}                # (objects dir, commit) -> it parsed
 
@@ -365,21 +364,9 @@ class ObjectDB:
     # -- history -------------------------------------------------------------------------------------
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
-        """Between two object ids the answer never changes: kept (a replication loop asks the same
-        pairs each round)."""
-        key = (self.git.common_dir, ancestor, descendant)
-        fixed = is_oid(ancestor) and is_oid(descendant)
-        if fixed and key in _ANCESTRY:
-            return _ANCESTRY[key]
-        proc = self.git.run("merge-base", "--is-ancestor", "--end-of-options", ancestor, descendant, check=False)
-        if proc.returncode in (0, 1):
-            if fixed:
-                if len(_ANCESTRY) > 4096:
-                    _ANCESTRY.clear()
-                _ANCESTRY[key] = proc.returncode == 0
-            return proc.returncode == 0
-        raise GitError(["git", "merge-base", "--is-ancestor", ancestor, descendant], proc.returncode,
-                       proc.stderr.decode("utf-8", "replace"))
+        from .ancestry import is_ancestor
+
+        return is_ancestor(self, ancestor, descendant)
 
     def commits(self, tip: str, exclude: str, *, first_parent: bool = False) -> list[str]:
         """Commits reachable from `tip` but not from `exclude`, oldest first. Between object ids the

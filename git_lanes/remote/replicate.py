@@ -78,6 +78,7 @@ deletes a local ref.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 from typing import Any, Callable
@@ -117,6 +118,11 @@ PULL_STATUSES: dict[str, str] = {
     "elsewhere": "the lane branch of a lane another clone holds is not copied into an executor's clone",
 }
 NEGATIVE = frozenset({"remote_moved", "rejected"})   # statuses that make the command exit 1
+# Verdicts of pull that depend on refs alone (a `checked_out` one also on a worktree's files): when neither
+# the fetched nor the local refs changed since a pull that gave only these, the next pull gives them again
+# without judging anything (a loop's idle poll). {(repository, tracking prefix): (theirs, local, items)}
+_STILL = frozenset({"up_to_date", "local_ahead", "released", "elsewhere"})
+_SETTLED: dict[tuple[str, str], tuple[dict[str, str], dict[str, str], list[dict[str, Any]]]] = {}
 ATTEMPTS = 5   # pushes a lease failure retries (pulling again between them) before it stays `rejected`
 
 
@@ -334,12 +340,16 @@ def pull(s: Session, remote: str = "origin", attempts: int = 5) -> dict[str, Any
     target, prefix = resolve_remote(git, remote)
     share = sharing(git)
     theirs_all = fetch(git, target, prefix, share)
+    local: dict[str, str] | None = _local(git, None)
+    settled = _SETTLED.get((git.common_dir, prefix))
+    if settled is not None and settled[0] == theirs_all and settled[1] == local:
+        return {"remote": remote, "refs": copy.deepcopy(settled[2])}   # a loop's idle poll: nothing to judge
     _prune_remote_tracking(git, remote, theirs_all)
     records = Records(s, theirs_all)
     for _ in range(attempts):
         worktrees = s.worktrees(refresh=True)
         checked_out = {wt.branch: wt.path for wt in worktrees if wt.branch}
-        local = _local(git, None)
+        local = local if local is not None else _local(git, None)
         items = []
         refresh: list[str] = []
         for ref, theirs in sorted(theirs_all.items()):
@@ -351,10 +361,13 @@ def pull(s: Session, remote: str = "origin", attempts: int = 5) -> dict[str, Any
             items.append(item)
         moves = [(i["ref"], i["remote"], i["local"]) for i in items if i["status"] == "pulled"]
         if not moves:
+            if all(i["status"] in _STILL for i in items):
+                _SETTLED[(git.common_dir, prefix)] = (theirs_all, local, copy.deepcopy(items))
             return {"remote": remote, "refs": items}
         try:
             git.refs.update(moves, f"git-lanes: pull from {remote}")
         except RefRaceError:
+            local = None
             continue  # a local writer moved one meanwhile: classify again
         for path in refresh:
             git.work.refresh_index(path)

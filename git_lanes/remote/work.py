@@ -11,9 +11,10 @@ One process, one loop, everything it knows read from what the last pull brought:
     join          provision handoffs, up to N lanes held (a lost claim race just moves on)
     heartbeat     every `remote_timeout / 3` seconds (the batch record's value, SPEC §17.2),
                   `claim.heartbeat_at` of each lane held
-    wait          until a session ends (then push at once) or `--interval` passes; while a lane held
-                  waits for the coordinator (admission, landing, release), max(0.25, interval / 4) for
-                  up to 10 s after the last change
+    wait          until a session ends (then push at once) or `--interval` passes since the pull
+                  began; while a lane held waits for the coordinator (admission, landing, release), a
+                  slot is free and children are pending, or no batch came yet, max(0.25, interval / 4)
+                  for up to 10 s after the last change
 A lane whose claim the coordinator restarted (lost: no heartbeat) is no longer this clone's: its
 session is stopped at the next pull and the lane stays for `release --stale`.
 

@@ -151,3 +151,21 @@ def test_ancestry_is_read_here_when_near_and_asked_of_git_when_far(repo, monkeyp
     assert g.odb.is_ancestor(chain[0], chain[-1]) and not g.odb.is_ancestor(side, chain[-1])   # kept
     assert len([c for c in calls if c[0] == "merge-base"]) == 2
     assert g.refs.under("refs/heads", "refs/tags") == {"refs/heads/main": chain[0]}
+
+
+def test_an_idle_pull_judges_nothing_again_and_a_change_is_judged(world, monkeypatch):
+    from git_lanes.remote.replicate import pull
+
+    repo, bare = world["repo"], world["bare"]
+    ok(repo, "push")
+    s = session(repo)
+    first = pull(s, "origin")
+    assert set(statuses(first).values()) == {"up_to_date"}
+    calls = counting(monkeypatch)
+    again = pull(s, "origin")
+    assert again["refs"] == first["refs"]
+    assert sorted(c[0] for c in calls) == ["fetch", "for-each-ref", "for-each-ref"]   # fetch, seen, local
+    rogue = rogue_commit(bare, "refs/notes/lanes/evidence")   # the remote changed: judged, not repeated
+    changed = pull(session(repo), "origin")
+    assert statuses(changed)["refs/notes/lanes/evidence"] == "remote_moved"
+    assert changed["refs"] != first["refs"] and refs(bare)["refs/notes/lanes/evidence"] == rogue

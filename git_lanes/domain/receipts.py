@@ -239,6 +239,7 @@ class Receipts:
     def lookup(self, key: Key) -> dict[str, Any] | None:
         """A usable passing receipt of `key`: this clone's first, then (for `done`, with
         `lanes.shareReceipts`) another clone's. One that does not hold is ignored with a warning."""
+        from ..core.errors import LanesError
         from ..store.receipts import ReceiptStore
 
         store = ReceiptStore(self.git)
@@ -248,11 +249,14 @@ class Receipts:
                 pending = _unwritten.get((self.git.common_dir, self.where, key.key))
         if pending is not None:
             return json.loads(pending)
-        clones = [self.clone]
-        if self.where == LANE and self.share:
+        clones = [self.clone] if self.clone else []
+        if self.where == LANE and self.share:   # pulled from other clones (`push`/`pull`): for `done` only
             clones += sorted(c for c in store.clones() if c != self.clone)
         for clone in clones:
-            raw = store.read(clone, key.key)
+            try:
+                raw = store.read(clone, key.key)
+            except LanesError:   # a ref under receipts/ that names no clone: not a receipt of anyone
+                continue
             if raw is None:
                 continue
             why = problem(raw, key)

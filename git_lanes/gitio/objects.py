@@ -364,11 +364,9 @@ class ObjectDB:
     # -- history -------------------------------------------------------------------------------------
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
-        proc = self.git.run("merge-base", "--is-ancestor", "--end-of-options", ancestor, descendant, check=False)
-        if proc.returncode in (0, 1):
-            return proc.returncode == 0
-        raise GitError(["git", "merge-base", "--is-ancestor", ancestor, descendant], proc.returncode,
-                       proc.stderr.decode("utf-8", "replace"))
+        from .ancestry import is_ancestor
+
+        return is_ancestor(self, ancestor, descendant)
 
     def commits(self, tip: str, exclude: str, *, first_parent: bool = False) -> list[str]:
         """Commits reachable from `tip` but not from `exclude`, oldest first. Between object ids the

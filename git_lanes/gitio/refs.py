@@ -125,6 +125,7 @@ _RACE = ("but expected", "reference already exists", "unable to resolve referenc
 
 
 _PER_WORKTREE = ("refs/worktree/", "refs/bisect/", "refs/rewritten/")
+_VALID: dict[str, bool] = {}   # ref name -> whether `git check-ref-format` accepts it
 
 
 class Refs:
@@ -185,9 +186,9 @@ class Refs:
             self._packed = (stamp, found)
         return self._packed[1]
 
-    def under(self, prefix: str) -> dict[str, str]:
-        """{full ref: oid} for every ref under `prefix` (one `for-each-ref`)."""
-        proc = self.git.run("for-each-ref", "--format=%(objectname) %(refname)", prefix)
+    def under(self, *prefixes: str) -> dict[str, str]:
+        """{full ref: oid} for every ref under any of `prefixes` (one `for-each-ref`)."""
+        proc = self.git.run("for-each-ref", "--format=%(objectname) %(refname)", *prefixes)
         result = {}
         for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
             oid, _, name = line.partition(" ")
@@ -239,4 +240,7 @@ class Refs:
         return oid in self.reflog(ref, "%H")
 
     def valid_name(self, ref: str) -> bool:
-        return self.git.run("check-ref-format", ref, check=False).returncode == 0
+        """Git's verdict on a ref name (a pure function of the name: asked once per process)."""
+        if ref not in _VALID:
+            _VALID[ref] = self.git.run("check-ref-format", ref, check=False).returncode == 0
+        return _VALID[ref]

@@ -15,13 +15,15 @@ if TYPE_CHECKING:
 def fetch_mirror(git: "Git", target: str, specs: Sequence[str], guarded: str | None = None) -> None:
     """`git fetch --prune --atomic` of `specs` (`+src:dst` refspecs) from `target`, and nothing else:
     `--refmap=` keeps Git from also updating the remote's own tracking refs (`refs/remotes/<name>/…`)
-    on the way, refs that are the user's, and that another fetch may be writing at that moment.
+    on the way, refs that are the user's, and that another fetch may be writing at that moment;
+    `--no-auto-maintenance`: a loop fetches every few hundred milliseconds, and each fetch would
+    otherwise start a `git maintenance run --auto` process.
 
     A Git `.lock` a killed process left in the way never stops it for good (SPEC §15): one under the
     ref prefix `guarded` (whose every writer holds the `flock` the caller holds) is removed at once,
     any other (`packed-refs.lock`) once it is stale (`process.LockWait`)."""
     argv = ["fetch", "--quiet", "--no-tags", "--prune", "--atomic", "--no-write-fetch-head",
-            "--no-recurse-submodules", "--refmap=", "--", target, *specs]
+            "--no-recurse-submodules", "--no-auto-maintenance", "--refmap=", "--", target, *specs]
     mine = os.path.join(git.common_dir, *guarded.rstrip("/").split("/")) + os.sep if guarded else None
     wait = LockWait(git.warn)
     while True:

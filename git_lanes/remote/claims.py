@@ -31,6 +31,7 @@ from ..gitio.transport import push_atomic
 from ..lane.side import write_lane_record
 from ..store import CorruptRecord, lane_lock
 from .replicate import ATTEMPTS, pull, push_retrying, resolve_remote
+from .sharing import sharing
 
 
 def failure_text(exc: LanesError) -> str:
@@ -43,10 +44,11 @@ def failure_text(exc: LanesError) -> str:
 # -- pushing and pulling with the one-writer rule ------------------------------------------------------------
 
 def sync_push(s: Session, remote: str, only: Callable[[str], bool] | None = None,
-              attempts: int = ATTEMPTS) -> dict[str, Any]:
+              attempts: int = ATTEMPTS, fetched: bool = False) -> dict[str, Any]:
     """`push_retrying`, and `remote_moved` when the last try was still refused. Diverged refs are in
-    the document."""
-    doc = push_retrying(s, remote, only, attempts)
+    the document. `fetched`: the caller pulled moments ago (a loop): the first push leases on what that
+    pull saw instead of fetching again."""
+    doc = push_retrying(s, remote, only, attempts, fetched=fetched)
     rejected = [r["ref"] for r in doc["refs"] if r["status"] == "rejected"]
     if rejected:
         raise refused("remote_moved", f"the push to {remote} kept failing ({', '.join(rejected)}) after {attempts} "
@@ -56,12 +58,16 @@ def sync_push(s: Session, remote: str, only: Callable[[str], bool] | None = None
 
 def own_refs(s: Session, slug: str) -> set[str]:
     """The refs this clone writes for `slug`: the lane record and the lane branch of every lane it
-    claimed in the batch's current run (a released lane's record only)."""
+    claimed in the batch's current run (a released lane's record only), and its receipts ref when
+    `lanes.shareReceipts` carries it (SPEC §8.7)."""
     snap = s.batches.read(slug)
     mine = clone_id(s.git)
     if snap is None or mine is None:
         return set()
     refs = set()
+    own = sharing(s.git).own
+    if own is not None:
+        refs.add(own)
     for child in snap.record.children:
         try:
             lrec, _ = s.lanes.read(slug, child.task_id)

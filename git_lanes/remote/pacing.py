@@ -28,9 +28,11 @@ def pause(interval: float, changed_at: float, due: bool) -> float:
 class Waiting:
     """The executor machine's waits (mixed into `work.Worker`)."""
 
-    def wait(self) -> None:
-        """Until a session ends (push, then back to the loop) or `--interval` passed; heartbeats meanwhile."""
-        deadline = time.monotonic() + self.pause()
+    def wait(self, since: float | None = None) -> None:
+        """Until a session ends (push, then back to the loop) or `--interval` passed (counted from `since`,
+        when the last pull began: polls start every pause(), however long a round takes); heartbeats
+        meanwhile."""
+        deadline = (time.monotonic() if since is None else since) + self.pause()
         while not self.interrupted.is_set():
             now = time.monotonic()
             if self.held and now - self.last_beat >= self.beat_every:
@@ -49,8 +51,14 @@ class Waiting:
             self.progress.draw(force=False)
 
     def pause(self) -> float:
-        """Short while a lane held here waits for the coordinator (admission, landing, release)."""
-        return pause(self.interval, self.changed_at, any(t not in self.active() for t in self.held))
+        """Short while this machine waits for the coordinator: a lane held here waits for its admission,
+        landing or release; no batch has arrived yet; or a slot is free while the batch still has pending
+        children (their provision handoffs come from the coordinator's next tick)."""
+        report = self.report or {}
+        room = len(self.held) < self.jobs and report.get("batch_state") == "running" and \
+            any(c.get("state") == "pending" for c in report.get("children", []))
+        return pause(self.interval, self.changed_at,
+                     self.batch_id is None or room or any(t not in self.active() for t in self.held))
 
     def _ended(self, timeout: float) -> list:
         if self.sessions is None:

@@ -2,7 +2,8 @@
 
 Three ref families travel:
 
-  refs/notes/lanes/*        batch records, lane records, evidence notes
+  refs/notes/lanes/*        batch records, lane records, evidence notes (receipts: only with
+                            `lanes.shareReceipts`, by the rules of `sharing.py`)
   refs/heads/imm/*          batch branches
   refs/heads/imm-lane/*     lane branches
 
@@ -77,6 +78,7 @@ deletes a local ref.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 from typing import Any, Callable
@@ -87,9 +89,9 @@ from ..gitio import LANE_BRANCH_PREFIX, Git, RefRaceError, branch_ref
 from ..gitio.transport import fetch_mirror, push_atomic
 from ..store import fetch_lock
 from .records import Records
+from .sharing import Sharing, pull_item, push_status, sharing
 
 FAMILIES = ("refs/notes/lanes/", "refs/heads/imm/", "refs/heads/imm-lane/")
-RECEIPTS = "refs/notes/lanes/receipts/"   # (v4, SPEC §8.7) each clone's own: not carried (lanes.shareReceipts: not yet)
 TRACKING_ROOT = "refs/lanes-remotes/"
 
 # Per-ref statuses of `push` / `pull` (public interface: scripts match on them).
@@ -108,13 +110,19 @@ PULL_STATUSES: dict[str, str] = {
     "pulled": "created, fast-forwarded, or a copy of a lane branch replaced by its writer's value (the records "
               "keep the old one reachable)",
     "up_to_date": "the local ref holds the remote's value",
-    "local_ahead": "the local value descends from the remote's; nothing to do (push it)",
+    "local_ahead": "the local value descends from the remote's, or is this clone's own receipts ref (which only "
+                   "it writes); nothing to do (push it)",
     "remote_moved": "diverged: neither merged nor overwritten",
     "checked_out": "a branch checked out in a worktree here is never moved (pull it with git there)",
     "released": "the lane branch of a released child is not recreated",
     "elsewhere": "the lane branch of a lane another clone holds is not copied into an executor's clone",
 }
 NEGATIVE = frozenset({"remote_moved", "rejected"})   # statuses that make the command exit 1
+# Verdicts of pull that depend on refs alone (a `checked_out` one also on a worktree's files): when neither
+# the fetched nor the local refs changed since a pull that gave only these, the next pull gives them again
+# without judging anything (a loop's idle poll). {(repository, tracking prefix): (theirs, local, items)}
+_STILL = frozenset({"up_to_date", "local_ahead", "released", "elsewhere"})
+_SETTLED: dict[tuple[str, str], tuple[dict[str, str], dict[str, str], list[dict[str, Any]]]] = {}
 ATTEMPTS = 5   # pushes a lease failure retries (pulling again between them) before it stays `rejected`
 
 
@@ -149,22 +157,31 @@ def _tracking(prefix: str, ref: str) -> str:
     return prefix + ref[len("refs/"):]
 
 
-def fetch(git: Git, target: str, prefix: str) -> dict[str, str]:
-    """Mirror the three families of the remote into the tracking namespace; {remote ref: oid}. One
-    fetch into it at a time (`store.fetch_lock`)."""
-    specs = [f"+{fam}*:{_tracking(prefix, fam)}*" for fam in FAMILIES]
+def fetch(git: Git, target: str, prefix: str, share: Sharing | None = None) -> dict[str, str]:
+    """Mirror the three families of the remote into the tracking namespace (receipts refs only with
+    `lanes.shareReceipts`); {remote ref: oid}. One fetch into it at a time (`store.fetch_lock`)."""
+    share = share if share is not None else sharing(git)
+    specs = [f"+{fam}*:{_tracking(prefix, fam)}*" for fam in FAMILIES] + share.refspecs()
     with fetch_lock(git, prefix):
         fetch_mirror(git, target, specs, guarded=prefix)
-        mirrored = git.refs.under(prefix.rstrip("/"))
+        return seen(git, prefix, share)
+
+
+def seen(git: Git, prefix: str, share: Sharing | None = None) -> dict[str, str]:
+    """The remote's refs as the last fetch (or push) left them in the tracking namespace, without the
+    network; {remote ref: oid}."""
+    share = share if share is not None else sharing(git)
+    mirrored = git.refs.under(prefix.rstrip("/"))
     return {"refs/" + name[len(prefix):]: oid for name, oid in mirrored.items()
-            if name.startswith(prefix) and not ("refs/" + name[len(prefix):]).startswith(RECEIPTS)}
+            if name.startswith(prefix) and share.carried("refs/" + name[len(prefix):], local=False)}
 
 
-def _local(git: Git) -> dict[str, str]:
-    values: dict[str, str] = {}
-    for fam in FAMILIES:
-        values.update(git.refs.under(fam.rstrip("/")))
-    return {ref: oid for ref, oid in values.items() if ref.startswith(FAMILIES) and not ref.startswith(RECEIPTS)}
+def _local(git: Git, share: Sharing | None) -> dict[str, str]:
+    """The local refs of the three families that push may send (`share`), or (None) all of them, other
+    clones' receipts included: what pull compares the remote's values with."""
+    values = git.refs.under(*(fam.rstrip("/") for fam in FAMILIES))
+    return {ref: oid for ref, oid in values.items()
+            if ref.startswith(FAMILIES) and (share is None or share.carried(ref, local=True))}
 
 
 def _relation(git: Git, ours: str | None, theirs: str | None) -> str:
@@ -196,29 +213,36 @@ def unsent(s: Session, remote: str, only: Callable[[str], bool] | None = None) -
     from the remote as last fetched, or a released remote lane's branch waits to be deleted."""
     git = s.git
     _, prefix = resolve_remote(git, remote)
-    seen = {"refs/" + name[len(prefix):]: oid for name, oid in git.refs.under(prefix.rstrip("/")).items()
-            if name.startswith(prefix)}
-    local = _local(git)
-    if any(oid != seen.get(ref) for ref, oid in local.items() if only is None or only(ref)):
+    share = sharing(git)
+    last = seen(git, prefix, share)
+    local = _local(git, share)
+    if any(oid != last.get(ref) for ref, oid in local.items() if only is None or only(ref)):
         return True
-    return bool(_deletions(Records(s, seen), local, seen, only)[0])
+    return bool(_deletions(Records(s, last), local, last, only)[0])
 
 
-def push(s: Session, remote: str = "origin", only: Callable[[str], bool] | None = None) -> dict[str, Any]:
-    """One atomic push with a lease on every ref (`only`: the refs to consider); see the module docstring."""
+def push(s: Session, remote: str = "origin", only: Callable[[str], bool] | None = None,
+         fetched: bool = False) -> dict[str, Any]:
+    """One atomic push with a lease on every ref (`only`: the refs to consider); see the module docstring.
+    `fetched`: judge against the tracking namespace as the last fetch or push left it instead of
+    fetching first (a loop that just pulled); the leases still hold the push to what the remote holds."""
     git = s.git
     target, prefix = resolve_remote(git, remote)
-    theirs_all = fetch(git, target, prefix)
+    share = sharing(git)
+    theirs_all = seen(git, prefix, share) if fetched else fetch(git, target, prefix, share)
     records = Records(s, theirs_all)
-    local = _local(git)
+    local = _local(git, share)
     items, drop = _deletions(records, local, theirs_all, only)
     handled = {i["ref"] for i in items}
     for ref, ours in sorted(local.items()):
         if ref in handled or (only is not None and not only(ref)):
             continue
         theirs = theirs_all.get(ref)
-        relation = _relation(git, ours, theirs)
-        if relation == "ahead" and theirs is None and records.released(ref):
+        own = push_status(share, ref, ours, theirs)   # this clone's receipts: no history, replaced under its lease
+        relation = _relation(git, ours, theirs) if own is None else ""
+        if own is not None:
+            item = _item(ref, own, ours, theirs)
+        elif relation == "ahead" and theirs is None and records.released(ref):
             item = _item(ref, "released", ours, theirs)
         elif relation == "diverged" and records.replaced_by_lane_commit(ref, ours, theirs):
             item = _item(ref, "remote_ahead", ours, theirs)
@@ -247,15 +271,20 @@ def push(s: Session, remote: str = "origin", only: Callable[[str], bool] | None 
 
 
 def push_retrying(s: Session, remote: str = "origin", only: Callable[[str], bool] | None = None,
-                  attempts: int = ATTEMPTS) -> dict[str, Any]:
+                  attempts: int = ATTEMPTS, fetched: bool = False) -> dict[str, Any]:
     """`push`; when a lease failed (the remote moved between our fetch and our push) pull and push
-    again, at most `attempts` pushes in all; the last push's document, with `attempts`."""
+    again, at most `attempts` pushes in all; the last push's document, with `attempts`. `fetched`: the
+    first push judges against the last fetch (`push(fetched=True)`); a ref it finds diverged or a lease
+    that fails is judged again after a fresh fetch, so an old picture never decides what is reported."""
     for attempt in range(1, attempts + 1):
-        doc = push(s, remote, only)
-        if attempt == attempts or not any(r["status"] == "rejected" for r in doc["refs"]):
+        stale = fetched and attempt == 1
+        doc = push(s, remote, only, fetched=stale)
+        again = ("rejected", "remote_moved") if stale else ("rejected",)
+        if attempt == attempts or not any(r["status"] in again for r in doc["refs"]):
             doc["attempts"] = attempt
             return doc
-        pull(s, remote)
+        if any(r["status"] == "rejected" for r in doc["refs"]):
+            pull(s, remote)
     raise AssertionError("unreachable")
 
 
@@ -309,27 +338,36 @@ def pull(s: Session, remote: str = "origin", attempts: int = 5) -> dict[str, Any
     """Fetch into the tracking namespace, then move local refs; see the module docstring."""
     git = s.git
     target, prefix = resolve_remote(git, remote)
-    theirs_all = fetch(git, target, prefix)
+    share = sharing(git)
+    theirs_all = fetch(git, target, prefix, share)
+    local: dict[str, str] | None = _local(git, None)
+    settled = _SETTLED.get((git.common_dir, prefix))
+    if settled is not None and settled[0] == theirs_all and settled[1] == local:
+        return {"remote": remote, "refs": copy.deepcopy(settled[2])}   # a loop's idle poll: nothing to judge
     _prune_remote_tracking(git, remote, theirs_all)
     records = Records(s, theirs_all)
     for _ in range(attempts):
         worktrees = s.worktrees(refresh=True)
         checked_out = {wt.branch: wt.path for wt in worktrees if wt.branch}
-        local = _local(git)
+        local = local if local is not None else _local(git, None)
         items = []
         refresh: list[str] = []
         for ref, theirs in sorted(theirs_all.items()):
             ours = local.get(ref)
-            item = _classify_pull(s, records, ref, ours, theirs, checked_out.get(ref))
+            item = pull_item(share, ref, ours, theirs) or _classify_pull(s, records, ref, ours, theirs,
+                                                                         checked_out.get(ref))
             if item.pop("refresh", None):
                 refresh.append(checked_out[ref])
             items.append(item)
         moves = [(i["ref"], i["remote"], i["local"]) for i in items if i["status"] == "pulled"]
         if not moves:
+            if all(i["status"] in _STILL for i in items):
+                _SETTLED[(git.common_dir, prefix)] = (theirs_all, local, copy.deepcopy(items))
             return {"remote": remote, "refs": items}
         try:
             git.refs.update(moves, f"git-lanes: pull from {remote}")
         except RefRaceError:
+            local = None
             continue  # a local writer moved one meanwhile: classify again
         for path in refresh:
             git.work.refresh_index(path)

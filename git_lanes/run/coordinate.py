@@ -10,10 +10,11 @@ local executors (SPEC §14 v3).
                that could not travel never park a lane
       tick     admits claims, observes, corrects (the default correction, through the inbox),
                lane-commits, integrates, parks lanes whose heartbeat stopped; when several lanes
-               delivered, each first gets a tick (and a push) of its own, oldest delivery first
+               delivered, each first gets a tick of its own (its candidate), oldest delivery first
       push     record, evidence, batch branch, lane commits, deletions of released lanes' branches
-      wait     --interval seconds; max(0.25, interval / 4) for up to 10 s after the last change while
-               a candidate or a remote lane is in flight (SPEC §17.2)
+      wait     until --interval seconds after the pull began; max(0.25, interval / 4) for up to 10 s
+               after the last change while a candidate or a remote lane is in flight or a pending
+               child waits for a claim (SPEC §17.2)
 After a terminal state the loop goes on while integrated remote lanes still have a live heartbeat
 (their machines release them), so the lanes end released and `audit` finds nothing.
 Same progress lines, summary and exit codes as `run` (§13).
@@ -104,7 +105,7 @@ class Coordinator:
         try:
             if not unsent(self.cs, self.remote):
                 return True
-            doc = sync_push(self.cs, self.remote)
+            doc = sync_push(self.cs, self.remote, fetched=True)
         except LanesError as exc:
             self._failed(exc)
             return False
@@ -122,13 +123,13 @@ class Coordinator:
         ended_at: float | None = None
         while not self.interrupted.is_set():
             busy = False
+            polled = time.monotonic()
             if self.pull() and (self.changed_at >= self.tick_at or time.monotonic() - self.tick_at >= self.interval):
                 self.tick_at = time.monotonic()   # a pull that brought nothing ticks once per --interval only
                 record_ref = self.cs.batches.ref(self.slug)
                 before = self.cs.git.refs.resolve(record_ref)
-                for task in self.delivered():   # each lane that delivered lands and is pushed on its own,
-                    self.tick({task})           # so the handoffs it unblocks leave at once (as `run` ticks
-                    self.push()                 # once per ended session)
+                for task in self.delivered():   # each lane that delivered gets its candidate in turn, oldest
+                    self.tick({task})           # delivery first (the verifier lands them; one push after all)
                 report = self.tick()
                 state = report["batch_state"]
                 if state == "running":
@@ -143,8 +144,8 @@ class Coordinator:
                     if not self.awaiting_release(ended_at):
                         self.release_silent()
                         return
-            if not busy:
-                self.wait(self.pause())
+            if not busy:   # polls start every pause(), however long the round took (SPEC §17.2: "every")
+                self.wait(max(0.0, self.pause() - (time.monotonic() - polled)))
 
     def wait(self, timeout: float) -> None:
         """`timeout` seconds, or until the verifier landed (or parked) a candidate: then a tick and a push
@@ -174,13 +175,14 @@ class Coordinator:
 
     def pause(self) -> float:
         """--interval; shorter for 10 s after the last change while a candidate or a remote lane is in
-        flight: the other side's answer comes soon (SPEC §17.2)."""
+        flight, or a pending child waits for a machine's claim: the other side's answer comes soon
+        (SPEC §17.2)."""
         snap = self.cs.batches.read(self.slug)
         rec = snap.record if snap is not None else None
         candidates = getattr(rec, "candidates", None) or getattr(rec, "candidate", None)   # §8.9 v4: a list
         due = rec is not None and (bool(candidates) or any(   # integrated: its machine's release is due
             c.lane is not None and c.lane.remote is not None and c.state in (*IN_FLIGHT, "integrated")
-            for c in rec.children))
+            or c.state == "pending" and rec.batch_state == "running" for c in rec.children))
         return pause(self.interval, self.changed_at, due)
 
     def delivered(self) -> list[str]:

@@ -11,9 +11,10 @@ One process, one loop, everything it knows read from what the last pull brought:
     join          provision handoffs, up to N lanes held (a lost claim race just moves on)
     heartbeat     every `remote_timeout / 3` seconds (the batch record's value, SPEC §17.2),
                   `claim.heartbeat_at` of each lane held
-    wait          until a session ends (then push at once) or `--interval` passes; while a lane held
-                  waits for the coordinator (admission, landing, release), max(0.25, interval / 4) for
-                  up to 10 s after the last change
+    wait          until a session ends (then push at once) or `--interval` passes since the pull
+                  began; while a lane held waits for the coordinator (admission, landing, release), a
+                  slot is free and children are pending, or no batch came yet, max(0.25, interval / 4)
+                  for up to 10 s after the last change
 A lane whose claim the coordinator restarted (lost: no heartbeat) is no longer this clone's: its
 session is stopped at the next pull and the lane stays for `release --stale`.
 
@@ -130,7 +131,7 @@ class Worker(Waiting):
         try:
             if not refs or not unsent(s, self.remote, refs.__contains__):
                 return
-            doc = sync_push(s, self.remote, only=refs.__contains__)
+            doc = sync_push(s, self.remote, only=refs.__contains__, fetched=True)
         except LanesError as exc:
             self._unreachable(exc)
             return
@@ -149,9 +150,10 @@ class Worker(Waiting):
 
     def drive(self) -> None:
         while not self.interrupted.is_set():
+            polled = time.monotonic()
             pulled = self.pull()
             if not pulled and self.slug is None:
-                self.wait()
+                self.wait(polled)
                 continue
             rec = self._record()
             if rec is None:
@@ -160,10 +162,10 @@ class Worker(Waiting):
                 if not self.waiting_said:
                     self.waiting_said = True
                     self.event(f"waiting for a batch of {self.slug or 'any slug'} on {self.remote}")
-                self.wait()
+                self.wait(polled)
                 continue
             if self.changed_at < self.round_at and time.monotonic() - self.round_at < self.interval:
-                self.wait()   # the pull brought nothing and nothing happened here: no round before --interval
+                self.wait(polled)   # the pull brought nothing and nothing happened here: no round before --interval
                 continue
             self.round_at = time.monotonic()
             self.report = self._status()
@@ -176,12 +178,16 @@ class Worker(Waiting):
             self.start_sessions(rec)
             if pulled and (not self.once or self.joined < self.jobs):
                 self.join_more()      # before releases: a join is on the batch's critical path, a release is not
-            self.release_done()
+            released = self.release_done(push=False)
+            if released and pulled and (not self.once or self.joined < self.jobs):
+                self.join_more()      # the releases freed slots: the handoffs waiting for one go first
+            if released:
+                self.push()
             self.beat(force=False)
             if self.once and not self.owed(rec):
                 self.wait_all()
                 return
-            self.wait()
+            self.wait(polled)
 
     def owed(self, rec) -> bool:
         """`--once`: a lane joined here still owes its session (waiting for admission, or enrolled and
@@ -259,8 +265,9 @@ class Worker(Waiting):
 
     # -- what to do with the lanes held --------------------------------------------------------------------
 
-    def release_done(self) -> None:
-        """Release the lanes the release handoffs name for this clone; one push for all of them."""
+    def release_done(self, push: bool = True) -> int:
+        """Release the lanes the release handoffs name for this clone; one push for all of them (`push`:
+        now, else the caller's); how many."""
         released = 0
         for h in self.report.get("handoffs", []):
             if h.get("action") != "release" or (h.get("remote") or {}).get("clone_id") != self.clone:
@@ -276,8 +283,9 @@ class Worker(Waiting):
             released += 1
             self.held.pop(task, None)
             self.event(f"{task}: lane released")
-        if released:
+        if released and push:
             self.push()
+        return released
 
     def forget(self, rec) -> None:
         """Lanes that are no longer this clone's to work (parked, restarted, taken elsewhere)."""

@@ -38,8 +38,8 @@ def scratch_pool(repo: Path) -> Path:
     return repo / ".git" / "lanes" / "scratch"
 
 
-def test_a_candidate_whose_reruns_all_have_receipts_lands_in_the_tick_that_builds_it(repo):
-    git(repo, "config", "lanes.gateTrustsLane", "true")
+def two_lanes_done(repo: Path) -> dict:
+    """Tasks a and b with their own scope as inputs, both lanes done (passed); the tick's report."""
     tasks_with_inputs(repo, ["a", "b"], counter(repo, "c"))
     assert lanes(repo, "start", "demo", "--yes", "--max-parallel", "2")[0] == 0
     for t in ("a", "b"):
@@ -48,6 +48,12 @@ def test_a_candidate_whose_reruns_all_have_receipts_lands_in_the_tick_that_build
         assert done(lane)["passed"]
     report = lanes_json(repo, "tick")[1]
     assert report["batch_state"] == "completed", report.get("reason")
+    return report
+
+
+def test_a_candidate_whose_reruns_all_have_receipts_lands_in_the_tick_that_builds_it(repo):
+    git(repo, "config", "lanes.gateTrustsLane", "true")
+    report = two_lanes_done(repo)
     assert [r.split("|")[0] for r in runs(repo, "c")] == ["lane", "lane"]   # nothing ran again
     assert not scratch_pool(repo).exists()    # no scratch worktree was needed for look-ups
     summaries = log_summaries(repo)
@@ -65,14 +71,7 @@ def test_a_candidate_whose_reruns_all_have_receipts_lands_in_the_tick_that_build
 
 
 def test_without_gate_trusts_lane_the_candidates_run_in_scratch_and_nothing_lands_on_a_lane_receipt(repo):
-    tasks_with_inputs(repo, ["a", "b"], counter(repo, "c"))
-    assert lanes(repo, "start", "demo", "--yes", "--max-parallel", "2")[0] == 0
-    for t in ("a", "b"):
-        lane = provision(repo, t)
-        put(lane, {f"src/{t}/x": t})
-        assert done(lane)["passed"]
-    report = lanes_json(repo, "tick")[1]
-    assert report["batch_state"] == "completed", report.get("reason")
+    report = two_lanes_done(repo)
     places = [r.split("|")[:2] for r in runs(repo, "c")]
     assert places.count(["scratch", "a"]) == 1 and places.count(["scratch", "b"]) == 1   # each own check once
     assert not any("(receipts)" in s for s in log_summaries(repo))

@@ -116,7 +116,9 @@ class Scratch:
     def discard(self) -> None:
         """Its folder, Git's registration of it (one a killed `git worktree add` left locked
         `initializing` too: the slot's flock, held, says nobody makes it now) and what setup left."""
-        if self.s.worktrees(refresh=True).at(self.path) is not None:
+        if self.git.work.drop_unfinished(self.path):   # an add killed before `commondir`: Git cannot remove it
+            self.s.forget_worktrees()
+        elif self.s.worktrees(refresh=True).at(self.path) is not None:
             self.git.work.remove(self.path, force=True)
         shutil.rmtree(self.path, ignore_errors=True)
         for name in (self._kept_file, self._copied_file):
@@ -174,7 +176,8 @@ class Scratch:
         """Check the worktree out at `commit`, touching only changed files, then clean it."""
         work = self.git.work
         admin = work.admin_dir(self.path) if work.gitfile_ok(self.path) else None
-        if admin is None or not os.path.isfile(os.path.join(admin, "HEAD")):   # else made whole: no list needed
+        if admin is None or not os.path.isfile(os.path.join(admin, "HEAD")) or self.git.foreign(self.path):
+            # none yet, half made (no list needed to say so), or one Git would not act in
             with _MAKING:   # a prune beside another verifier thread's `worktree add` would take its half-made one
                 self.discard()   # none yet, or half made by a `git worktree add` killed before its `.git` file
                 work.prune()

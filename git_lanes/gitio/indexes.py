@@ -39,6 +39,31 @@ class Indexes:
             return None
         return os.path.join(worktree, first[len("gitdir: "):]) if first.startswith("gitdir: ") else None
 
+    def drop_unfinished(self, worktree: str) -> bool:
+        """Remove a worktree whose `git worktree add` was killed before it wrote `commondir`: its git
+        folder (under `<common dir>/worktrees/`) still locked `initializing`, its `.git` file written.
+        Git can neither run in it nor `worktree remove` it ("is not a .git file"). Only for a caller
+        that knows nobody is adding it now (a scratch slot's flock). True when it removed it."""
+        import shutil
+
+        admin = self.admin_dir(worktree)
+        if admin is None or os.path.realpath(os.path.dirname(admin)) != \
+                os.path.realpath(os.path.join(self.git.common_dir, "worktrees")):
+            return False
+        try:
+            with open(os.path.join(admin, "locked"), encoding="utf-8", errors="replace") as fh:
+                if fh.read().strip() != "initializing":
+                    return False
+            if os.path.getsize(os.path.join(admin, "commondir")) > 0:
+                return False
+        except FileNotFoundError:
+            pass    # no `commondir` (or no lock: then the `locked` read above returned already)
+        except OSError:
+            return False
+        shutil.rmtree(admin, ignore_errors=True)
+        shutil.rmtree(worktree, ignore_errors=True)
+        return True
+
     def index_path(self, worktree: str) -> str:
         """The worktree's index file, read from its `.git` (no Git process); Git answers the rest."""
         admin = self.admin_dir(worktree)

@@ -1,0 +1,39 @@
+"""A scratch worktree whose `git worktree add` was killed before it wrote `commondir` (SPEC §8.3,
+§15): its git folder locked `initializing`, its `.git` file written. Git can neither run in it nor
+remove it; the next verification that takes the slot makes it anew instead of failing every run
+(found by the kill soak: two batches stuck on `its .git does not lead to this repository`)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from conftest import git
+from flow import child_of, done, exists, intent, ok, provision, start, write_plan
+
+
+def killed_add_before_commondir(repo: Path, slot: Path) -> Path:
+    """What a SIGKILL between Git's `.git` file and its `commondir` write leaves."""
+    slot.parent.mkdir(parents=True, exist_ok=True)
+    git(repo, "worktree", "add", "-q", "--detach", str(slot), "HEAD")
+    admin = Path(git(slot, "rev-parse", "--git-dir").strip())
+    (admin / "commondir").unlink()
+    (admin / "locked").write_text("initializing\n")
+    return admin
+
+
+def test_a_scratch_slot_left_by_an_add_killed_before_commondir_is_made_anew(repo):
+    write_plan(repo, "demo", {"a": intent("a", scope=["src/a"], acceptance=[("A1", "out", exists("src/a/out.txt"))])})
+    start(repo, "demo")
+    slot = repo / ".git" / "lanes" / "scratch" / "0"
+    admin = killed_add_before_commondir(repo, slot)
+    proc = subprocess.run(["git", "worktree", "remove", "--force", "--force", str(slot)], cwd=repo,
+                          capture_output=True, text=True)
+    assert proc.returncode != 0          # Git itself cannot remove it: the state is the real one
+    lane = provision(repo, "a")
+    assert done(lane, {"src/a/out.txt": "x\n"})["passed"] is True
+    report = ok(repo, "tick")
+    assert child_of(report, "a")["state"] == "integrated", child_of(report, "a").get("reason")
+    assert report["batch_state"] == "completed"
+    assert not (admin / "locked").exists()
+    assert (slot / "src" / "a" / "out.txt").is_file()

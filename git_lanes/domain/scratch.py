@@ -93,11 +93,11 @@ def remove_pool(s: "Session") -> list[str]:
         try:
             path = os.path.join(root, name)
             Scratch(s, path).discard()
+            s.git.work.forget_missing(path)
             removed.append(path)
         finally:
             held.release()
     if removed:
-        s.git.work.prune()
         s.forget_worktrees()
     with suppress(OSError):
         os.rmdir(root)   # the pool's own folder once it holds nothing (one still in use keeps it)
@@ -178,9 +178,9 @@ class Scratch:
         admin = work.admin_dir(self.path) if work.gitfile_ok(self.path) else None
         if admin is None or not os.path.isfile(os.path.join(admin, "HEAD")) or self.git.foreign(self.path):
             # none yet, half made (no list needed to say so), or one Git would not act in
-            with _MAKING:   # a prune beside another verifier thread's `worktree add` would take its half-made one
+            with _MAKING:
                 self.discard()   # none yet, or half made by a `git worktree add` killed before its `.git` file
-                work.prune()
+                work.forget_missing(self.path)   # its registration only: never another process's add
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
                 work.add(self.path, commit, detach=True, split_index=True)
             self.s.forget_worktrees()

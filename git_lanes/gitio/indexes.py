@@ -64,6 +64,30 @@ class Indexes:
         shutil.rmtree(worktree, ignore_errors=True)
         return True
 
+    def forget_missing(self, worktree: str) -> None:
+        """Drop Git's registration of `worktree` when its folder is gone (what `git worktree prune`
+        does for every worktree, here for this one only: a prune beside another process's `git
+        worktree add` can take that add's metadata before it is locked). For a caller that holds
+        the worktree (a scratch slot's flock)."""
+        import shutil
+
+        if os.path.exists(worktree):
+            return
+        wanted = os.path.join(os.path.realpath(worktree), ".git")
+        root = os.path.join(self.git.common_dir, "worktrees")
+        try:
+            names = os.listdir(root)
+        except OSError:
+            return
+        for name in names:
+            try:
+                with open(os.path.join(root, name, "gitdir"), encoding="utf-8", errors="replace") as fh:
+                    named = fh.read().strip()
+            except OSError:
+                continue
+            if os.path.realpath(os.path.dirname(named)) == os.path.dirname(wanted):
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
     def index_path(self, worktree: str) -> str:
         """The worktree's index file, read from its `.git` (no Git process); Git answers the rest."""
         admin = self.admin_dir(worktree)

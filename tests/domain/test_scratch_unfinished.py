@@ -5,6 +5,7 @@ remove it; the next verification that takes the slot makes it anew instead of fa
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -36,4 +37,25 @@ def test_a_scratch_slot_left_by_an_add_killed_before_commondir_is_made_anew(repo
     assert child_of(report, "a")["state"] == "integrated", child_of(report, "a").get("reason")
     assert report["batch_state"] == "completed"
     assert not (admin / "locked").exists()
+    assert (slot / "src" / "a" / "out.txt").is_file()
+
+
+def test_a_scratch_slot_is_made_without_pruning_other_worktrees(repo):
+    """Making a slot anew forgets only that slot's registration: a worktree of someone else's that is
+    registered but whose folder is gone right now (another process's `git worktree add` between
+    its metadata and its folder looks the same to `git worktree prune`) is left to its owner."""
+    write_plan(repo, "demo", {"a": intent("a", scope=["src/a"], acceptance=[("A1", "out", exists("src/a/out.txt"))])})
+    start(repo, "demo")
+    other = repo.parent / "someone-elses"
+    git(repo, "worktree", "add", "-q", "--detach", str(other), "HEAD")
+    admin = Path(git(other, "rev-parse", "--git-dir").strip())
+    shutil.rmtree(other)                                     # its folder gone, its registration kept
+    slot = repo / ".git" / "lanes" / "scratch" / "0"
+    killed_add_before_commondir(repo, slot)
+    (slot / ".git").unlink()                                 # and this slot's folder half gone too
+    lane = provision(repo, "a")
+    assert done(lane, {"src/a/out.txt": "x\n"})["passed"] is True
+    report = ok(repo, "tick")
+    assert child_of(report, "a")["state"] == "integrated", child_of(report, "a").get("reason")
+    assert (admin / "gitdir").is_file()                      # not pruned by git-lanes
     assert (slot / "src" / "a" / "out.txt").is_file()

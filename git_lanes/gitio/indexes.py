@@ -54,10 +54,13 @@ class Indexes:
             with open(os.path.join(admin, "locked"), encoding="utf-8", errors="replace") as fh:
                 if fh.read().strip() != "initializing":
                     return False
+        except OSError:
+            return False   # not locked `initializing`: an add that finished
+        try:
             if os.path.getsize(os.path.join(admin, "commondir")) > 0:
                 return False
         except FileNotFoundError:
-            pass    # no `commondir` (or no lock: then the `locked` read above returned already)
+            pass           # no `commondir` yet
         except OSError:
             return False
         shutil.rmtree(admin, ignore_errors=True)

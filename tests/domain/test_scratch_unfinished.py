@@ -59,3 +59,20 @@ def test_a_scratch_slot_is_made_without_pruning_other_worktrees(repo):
     assert child_of(report, "a")["state"] == "integrated", child_of(report, "a").get("reason")
     assert (admin / "gitdir").is_file()                      # not pruned by git-lanes
     assert (slot / "src" / "a" / "out.txt").is_file()
+
+
+def test_only_an_unfinished_add_is_dropped(repo, tmp_path):
+    from git_lanes.gitio import Git
+
+    whole, unfinished = tmp_path / "whole", tmp_path / "unfinished"
+    git(repo, "worktree", "add", "-q", "--detach", str(whole), "HEAD")
+    git(repo, "worktree", "add", "-q", "--detach", str(unfinished), "HEAD")
+    admin = Path(git(unfinished, "rev-parse", "--git-dir").strip())
+    (admin / "commondir").unlink()
+    work = Git(repo).work
+    assert work.drop_unfinished(str(whole)) is False                 # finished: no `initializing` lock
+    assert work.drop_unfinished(str(unfinished)) is False            # no lock either: Git's to judge
+    (admin / "locked").write_text("initializing\n")
+    assert work.drop_unfinished(str(unfinished)) is True
+    assert whole.is_dir() and not unfinished.exists() and not admin.exists()
+    assert str(whole) in git(repo, "worktree", "list")

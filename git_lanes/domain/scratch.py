@@ -21,6 +21,7 @@ import threading
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
+from ..gitio import GitError
 from ..store import flock_try, lock_path
 from .checks import CheckResult, child_env
 from .workspace import copy_ignored, run_setup, setup_failure
@@ -176,8 +177,16 @@ class Scratch:
         """Check the worktree out at `commit`, touching only changed files, then clean it."""
         work = self.git.work
         admin = work.admin_dir(self.path) if work.gitfile_ok(self.path) else None
-        if admin is None or not os.path.isfile(os.path.join(admin, "HEAD")) or self.git.foreign(self.path):
-            # none yet, half made (no list needed to say so), or one Git would not act in
+        whole = admin is not None and os.path.isfile(os.path.join(admin, "HEAD")) and not self.git.foreign(self.path)
+        if whole:   # else none yet, half made (no list needed to say so), or one Git would not act in
+            try:
+                work.checkout_detached(self.path, commit, split_index=True)
+            except GitError as exc:
+                # a kill left it so that Git cannot check it out (a split index whose shared index is
+                # gone): the pool's worktree is git-lanes' own, made anew
+                self.git.warn(f"making the scratch worktree {self.path} anew: {exc.detail}")
+                whole = False
+        if not whole:
             with _MAKING:
                 self.discard()   # none yet, or half made by a `git worktree add` killed before its `.git` file
                 work.forget_missing(self.path)   # its registration only: never another process's add
@@ -194,7 +203,6 @@ class Scratch:
                 self.s.forget_worktrees()
                 raise
             return self.path
-        work.checkout_detached(self.path, commit, split_index=True)
         keep = self.git.config_all("lanes.keep") + [f"/{p}" for p in self._setup_kept()]
         work.clean(self.path, keep + self.git.config_all("lanes.copy"))   # copies are kept as lanes.keep
         if self._copies_stale():

@@ -76,3 +76,26 @@ def test_only_an_unfinished_add_is_dropped(repo, tmp_path):
     assert work.drop_unfinished(str(unfinished)) is True
     assert whole.is_dir() and not unfinished.exists() and not admin.exists()
     assert str(whole) in git(repo, "worktree", "list")
+
+
+def test_a_scratch_worktree_git_cannot_check_out_is_made_anew(repo):
+    """A kill can leave the scratch worktree's split index naming a shared index that is gone; Git
+    then refuses every checkout there. The pool's worktree is git-lanes' own: it is made anew."""
+    write_plan(repo, "demo", {t: intent(t, scope=[f"src/{t}"], acceptance=[("A1", "out", exists(f"src/{t}/out.txt"))])
+                              for t in ("a", "b")})
+    start(repo, "demo", "--max-parallel", "2")
+    la, lb = provision(repo, "a"), provision(repo, "b")
+    assert done(la, {"src/a/out.txt": "x\n"})["passed"] is True
+    assert child_of(ok(repo, "tick"), "a")["state"] == "integrated"
+    slot = repo / ".git" / "lanes" / "scratch" / "0"
+    admin = Path(git(slot, "rev-parse", "--git-dir").strip())
+    shared = list(admin.glob("sharedindex.*"))
+    assert shared                                   # the slot's index is split
+    for path in shared:
+        path.unlink()
+    assert subprocess.run(["git", "checkout", "-q", "-f", "--detach", "HEAD"], cwd=slot,
+                          capture_output=True).returncode != 0      # Git itself refuses there now
+    assert done(lb, {"src/b/out.txt": "x\n"})["passed"] is True
+    report = ok(repo, "tick")
+    assert child_of(report, "b")["state"] == "integrated", child_of(report, "b").get("reason")
+    assert (slot / "src" / "b" / "out.txt").is_file()

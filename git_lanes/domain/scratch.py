@@ -22,6 +22,7 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 from ..gitio import GitError
+from ..gitio.tempnames import make_folders
 from ..store import flock_try, lock_path
 from .checks import CheckResult, child_env
 from .workspace import copy_ignored, run_setup, setup_failure
@@ -190,7 +191,7 @@ class Scratch:
             with _MAKING:
                 self.discard()   # none yet, or half made by a `git worktree add` killed before its `.git` file
                 work.forget_missing(self.path)   # its registration only: never another process's add
-                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                make_folders(os.path.dirname(self.path))   # the pool's folder goes once empty
                 work.add(self.path, commit, detach=True, split_index=True)
             self.s.forget_worktrees()
             try:

@@ -14,6 +14,7 @@ from ..core.crash import crash_point
 from ..core.errors import LanesError, refused, usage
 from ..core.ids import shell_syntax_problem
 from ..gitio import GitError, LaneBranch, RefRaceError, branch_ref
+from ..gitio.tempnames import make_folders
 from .checks import CheckResult, child_env, run_command, status_text
 from .snapshot import half_removed, worktree_clean
 
@@ -194,7 +195,7 @@ def create_lane(s: "Session", slug: str, task_id: str, base: str, batch_id: str,
     _clear_half_made(s, target, branch)
     if path is None:
         _clear_orphan_folder(s, target)
-    if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
+    if os.path.exists(target) and (not os.path.isdir(target) or _listed(target)):
         raise usage(f"--path: {target} exists and is not empty")
     try:
         s.git.refs.create(branch.ref, base, f"git-lanes: provision {task_id}")
@@ -202,7 +203,9 @@ def create_lane(s: "Session", slug: str, task_id: str, base: str, batch_id: str,
         raise refused("batch_lane_branch_exists", f"{branch.name} was created meanwhile") from None
     crash_point("lane-branch-created")
     try:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
+        # the slug's folder may go meanwhile (another lane's removal takes it once empty): made again;
+        # `git worktree add` makes what goes after this (it retries a vanished parent itself)
+        make_folders(os.path.dirname(target))
         s.git.work.add(target, branch.name)
         s.forget_worktrees()
         crash_point("worktree-added")
@@ -215,6 +218,14 @@ def create_lane(s: "Session", slug: str, task_id: str, base: str, batch_id: str,
         _undo(s, target, branch)
         raise refused("batch_lane_setup_failed", setup_failure(result))
     return target
+
+
+def _listed(folder: str) -> list[str]:
+    """What `folder` holds; nothing once it is gone (an empty folder removed meanwhile)."""
+    try:
+        return os.listdir(folder)
+    except FileNotFoundError:
+        return []
 
 
 def _clear_leftover(s: "Session", branch: LaneBranch, base: str, task_id: str, slug: str) -> None:

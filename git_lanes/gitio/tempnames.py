@@ -27,7 +27,7 @@ def new_file(folder: str, prefix: str, mode: int = 0o600) -> tuple[int, str]:
         try:
             return os.open(path, flags, mode), path
         except FileNotFoundError:
-            os.makedirs(folder, exist_ok=True)
+            make_folders(folder)
         except FileExistsError:
             continue
     raise FileExistsError(f"{folder}: no free temporary name for {prefix}")
@@ -67,6 +67,19 @@ def _remove(path: str) -> None:
                 os.unlink(inner)
     with contextlib.suppress(OSError):
         os.rmdir(path)
+
+
+def make_folders(folder: str) -> None:
+    """`os.makedirs(folder, exist_ok=True)` that holds against a concurrent removal of empty folders on
+    the way (another lane's removal takes the slug's folder once it is empty, between this makedirs'
+    check of a parent and its `mkdir` of the child): made again, up to a hundred times."""
+    for _ in range(_TRIES):
+        try:
+            os.makedirs(folder, exist_ok=True)
+            return
+        except FileNotFoundError:
+            continue
+    os.makedirs(folder, exist_ok=True)
 
 
 def copy_file(src: str, dst: str) -> None:

@@ -169,6 +169,7 @@ class Receipts:
         self._key_outputs: dict[str, str | None] = {}
         self._inputs: dict[tuple[str, tuple[str, ...]], list] = {}
         self._new: dict[str, bytes] = {}
+        self._warned: set[tuple[str, str]] = set()
         self.off = False          # `lanes.receiptKey` failed: no receipt for the rest of this command
 
     @property
@@ -261,7 +262,9 @@ class Receipts:
                 continue
             why = problem(raw, key)
             if why is not None:
-                self.warn(f"receipt {key.key} of clone {clone} ignored: {why}")
+                if (clone, key.key) not in self._warned:   # once per command, however often it is looked up
+                    self._warned.add((clone, key.key))
+                    self.warn(f"receipt {key.key} of clone {clone} ignored: {why}")
                 continue
             data = json.loads(raw)
             if usable(data["where"], clone == self.clone, need=self.where, trust_lane=self.trust_lane):

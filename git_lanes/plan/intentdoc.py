@@ -57,7 +57,8 @@ def _control(doc: Any, where: str = "") -> tuple[str, str] | None:
     of `doc` holding a control character other than a tab or a line break (C0, DEL, C1), or None."""
     if isinstance(doc, str):
         bad = next((c for c in doc if _is_control(c)), None)
-        shown = "".join(f"\\x{ord(c):02x}" if _is_control(c) else c for c in where) or "(value)"
+        # every control character of the name escaped, line breaks too: the error is one line
+        shown = "".join(f"\\x{ord(c):02x}" if _is_control(c) or c in "\t\n" else c for c in where) or "(value)"
         return (shown, bad) if bad is not None else None
     items = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
     for key, value in items:

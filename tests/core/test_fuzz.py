@@ -213,3 +213,9 @@ def test_tampered_record_in_git_gets_a_clean_answer(running, data):
             assert out == "" and len([l for l in err.splitlines() if l.startswith("error:")]) == 1, err
     finally:
         git(running.repo, "update-ref", ref, tip)
+
+
+def test_a_control_character_in_a_key_with_a_line_break_is_named_on_one_line():
+    """Found by the fuzzer under xdist: a key `"\\n\\b"` put its line break into the one-line error."""
+    parse(b'task_id = []\n"\\n\\b" = []\n')
+    parse(b'[acceptance]\n"a\\tb\\u0000" = "x"\n')

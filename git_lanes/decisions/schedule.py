@@ -132,3 +132,29 @@ def waves(task_ids: Sequence[str], blocked_by: Mapping[str, Sequence[str]],
         remaining = [task_id for task_id in remaining if task_id not in placed]
         result.append(wave)
     return result
+
+
+def chain_below(blocked_by: Mapping[str, Sequence[str]]) -> dict[str, int]:
+    """For each task, the number of tasks on the longest chain that waits for it (0: nothing waits
+    for it). A machine that may take several startable tasks takes the one most work waits for
+    first: the critical path leaves the soonest. A blocker outside the mapping is ignored; a task on
+    a cycle (which `start` refuses) counts 0."""
+    waiting: dict[str, list[str]] = {task: [] for task in blocked_by}
+    blocking: dict[str, int] = {task: 0 for task in blocked_by}   # how many tasks wait for it, unvisited
+    for task, blockers in blocked_by.items():
+        for blocker in set(blockers):
+            if blocker in waiting:
+                waiting[blocker].append(task)
+                blocking[blocker] += 1
+    below = {task: 0 for task in blocked_by}
+    ready = [task for task, n in blocking.items() if n == 0]    # nothing waits for them: the chains' ends
+    while ready:   # from the ends of the chains back to their starts (Kahn's order, reversed)
+        task = ready.pop()
+        for blocker in set(blocked_by[task]):
+            if blocker not in waiting:
+                continue
+            below[blocker] = max(below[blocker], below[task] + 1)
+            blocking[blocker] -= 1
+            if blocking[blocker] == 0:
+                ready.append(blocker)
+    return {task: below[task] if blocking[task] == 0 else 0 for task in blocked_by}

@@ -24,7 +24,6 @@ each heartbeat and each release; a lease that fails re-pulls and retries (`claim
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import sys
@@ -343,13 +342,12 @@ class Worker(Waiting):
             self.event(f"{task}: session {sess.n} started")
 
     def join_more(self) -> None:
+        from ..decisions.claims import join_order
+
         room = self.jobs - len(self.held)
-        handoffs = [h for h in self.report.get("handoffs", []) if h.get("action") == "provision"]
-        # every machine sees the same handoffs: each takes them in an order of its own, so claims rarely collide
-        handoffs.sort(key=lambda h: hashlib.sha256(f"{self.clone}/{h['task_id']}".encode()).hexdigest())
         rec = self.s.batches.read(self.slug).record
-        for h in handoffs:
-            task = h["task_id"]
+        tasks = [h["task_id"] for h in self.report.get("handoffs", []) if h.get("action") == "provision"]
+        for task in join_order(tasks, {c.task_id: c.blocked_by for c in rec.children}, self.clone):
             if room <= 0 or self.interrupted.is_set():
                 return
             if task in self.held or claimed_elsewhere(self.s, rec, task):

@@ -66,7 +66,8 @@ def join_cmd(first, task, remote, slug_opt, path, as_json) -> None:
 @click.argument("slug", required=False, shell_complete=complete_slugs)
 @click.option("--remote", default="origin", show_default=True, help=REMOTE_HELP)
 @click.option("--executor", required=True, help="The executor command, run in each lane (no shell).")
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Lanes this machine holds at once; the task the longest chain waits for is joined first.")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Lanes this machine holds at once; the task the longest chain waits for is joined first.")
 @click.option("--once", is_flag=True, help="Join at most --jobs lanes, finish their sessions, then exit.")
 @click.option("--interval", type=click.FloatRange(min=0.05), default=2.0, show_default=True,
               help="Seconds between pulls while nothing ends.")

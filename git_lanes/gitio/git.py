@@ -139,8 +139,9 @@ class Git:
 
     @cached_property
     def exec_path(self) -> str:
-        """`git --exec-path` (real path): Git puts it first on PATH for the `git lanes` it runs."""
-        return os.path.realpath(self.out("--exec-path"))
+        """`git --exec-path` (real path): Git puts it first on PATH for the `git lanes` it runs, and
+        exports it as `GIT_EXEC_PATH`, which `git --exec-path` prints when set: no process then."""
+        return os.path.realpath(self.env.get("GIT_EXEC_PATH") or self.out("--exec-path"))
 
     @cached_property
     def _real_top(self) -> str:

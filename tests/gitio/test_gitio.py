@@ -356,3 +356,17 @@ def test_a_lane_command_imports_no_hashlib():
             "print('hashlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_exec_path_is_what_git_exec_path_prints_with_or_without_git_exec_path_set(repo, tmp_path):
+    """Git exports GIT_EXEC_PATH to the `git lanes` it runs, and `git --exec-path` prints it when set: the
+    gateway takes it from there (one process less per `done`) and asks Git only without it."""
+    plain = {k: v for k, v in os.environ.items() if k != "GIT_EXEC_PATH"}
+    asked = subprocess.run(["git", "--exec-path"], env=plain, capture_output=True, text=True, check=True).stdout.strip()
+    assert Git(str(repo), environ=plain).exec_path == os.path.realpath(asked)
+    link = tmp_path / "exec-path-link"
+    link.symlink_to(asked)
+    hosted = {**plain, "GIT_EXEC_PATH": str(link)}
+    printed = subprocess.run(["git", "--exec-path"], env=hosted, capture_output=True, text=True, check=True).stdout.strip()
+    assert printed == str(link)
+    assert Git(str(repo), environ=hosted).exec_path == os.path.realpath(printed) == os.path.realpath(asked)

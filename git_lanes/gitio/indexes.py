@@ -76,7 +76,7 @@ class Indexes:
 
         if os.path.exists(worktree):
             return
-        wanted = os.path.join(os.path.realpath(worktree), ".git")
+        wanted = os.path.realpath(worktree)
         root = os.path.join(self.git.common_dir, "worktrees")
         try:
             names = os.listdir(root)
@@ -88,7 +88,7 @@ class Indexes:
                     named = fh.read().strip()
             except OSError:
                 continue
-            if os.path.realpath(os.path.dirname(named)) == os.path.dirname(wanted):
+            if os.path.realpath(os.path.dirname(named)) == wanted:   # `gitdir` names the worktree's `.git`
                 shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
     def index_path(self, worktree: str) -> str:

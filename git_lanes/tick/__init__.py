@@ -63,11 +63,10 @@ def verify(s, slug: str, req: Request, pendings: list[Pending], cancelled: Calla
     return Verifier(s, slug, lambda ps: hold_landing(s, slug, req, ps), posted=posted, cancelled=cancelled).run(pendings)
 
 
-def hold_landing(s, slug: str, req: Request, pendings: Pending | list[Pending]) -> tuple[Outcome, list[Pending]]:
+def hold_landing(s, slug: str, req: Request, landings: list[Pending]) -> tuple[Outcome, list[Pending]]:
     """`LAND` under the slug's lock for verified candidates (those that ended together are judged in one
     hold, each landing still one write): the candidates it records come back."""
-    landings = [pendings] if isinstance(pendings, Pending) else list(pendings)
-    return _hold(s, slug, req, LAND, landings, schedule=any(p.schedule for p in landings))
+    return _hold(s, slug, req, LAND, list(landings), schedule=any(p.schedule for p in landings))
 
 
 def _hold(s, slug: str, req: Request, steps: Sequence[Step], landings: list[Pending] | None, *,

@@ -27,6 +27,7 @@ from .state import TickState
 
 if TYPE_CHECKING:
     from ..core.model import CheckResultModel
+    from ..domain.receipts import Receipts
 
 
 def integrate(t: TickState) -> bool:
@@ -35,12 +36,12 @@ def integrate(t: TickState) -> bool:
         return True
     try:
         _chain(t)
-        added = False
+        added, receipts = False, _scratch_receipts(t)
         while True:
             _land_front(t)
             _judge_waiting(t)
             added = _fill(t, rec.verify_window or 1) or added
-            if not _pass_cached(t):
+            if receipts is None or not _pass_cached(t, receipts):
                 break
         _collect(t)
     except BaseException:
@@ -143,20 +144,23 @@ def _fill(t: TickState, window: int) -> bool:
     return added
 
 
-def _pass_cached(t: TickState) -> bool:
+def _scratch_receipts(t: TickState) -> "Receipts | None":
+    """The scratch receipts book of this hold (None: receipts are off): one for every pass of the loop."""
+    from ..domain.receipts import book
+
+    return book(t.git, where="scratch", batch_id=t.record.batch_id, clock=t.s.clock, warn=t.s.warn,
+                command_flag=land.receipts_apply(t))
+
+
+def _pass_cached(t: TickState, receipts: "Receipts") -> bool:
     """A candidate for whose every rerun a usable passing receipt stands (SPEC §8.7: nothing would run)
     is judged here, under the slug's lock, as its verifier would judge it — recorded passed with the
     cached results — instead of in a thread and a scratch worktree after this hold; it then lands in
     order like any passed one. Only candidates whose verification lock is free; whether any passed."""
     from ..core.model import CheckResultModel
-    from ..domain.receipts import book
     from ..domain.scratch import cached
 
     rec = t.record
-    receipts = book(t.git, where="scratch", batch_id=rec.batch_id, clock=t.s.clock, warn=t.s.warn,
-                    command_flag=land.receipts_apply(t))
-    if receipts is None:
-        return False
     order = [c.task_id for c in rec.children]
     passed = False
     for i, cand in enumerate(rec.candidates):

@@ -29,7 +29,8 @@ def kinds(findings: list[dict]) -> list[tuple[str, str]]:
     return [(f["kind"], f["branch"]) for f in findings]
 
 
-def test_a_clean_completed_batch_with_released_lanes_reports_nothing(tmp_path):
+def completed_batch(tmp_path) -> Path:
+    """A batch of two lanes, both integrated, neither released yet."""
     root = make_batch(tmp_path / "repo")
     alpha, beta = provision(root, "alpha"), provision(root, "beta")
     (alpha / "a.txt").write_text("a\n")
@@ -37,6 +38,11 @@ def test_a_clean_completed_batch_with_released_lanes_reports_nothing(tmp_path):
     finish(root, alpha)
     report = finish(root, beta)
     assert report["batch_state"] == "completed", report
+    return root
+
+
+def test_a_clean_completed_batch_with_released_lanes_reports_nothing(tmp_path):
+    root = completed_batch(tmp_path)
     cli(root, "release", "alpha")
     cli(root, "release", "beta")
     assert git(root, "for-each-ref", "refs/heads/imm-lane/") == ""
@@ -116,13 +122,7 @@ def test_a_lane_branch_off_its_recorded_base_is_reported(tmp_path):
 
 
 def test_lanes_of_a_terminal_batch_not_released_are_stale(tmp_path):
-    root = make_batch(tmp_path / "repo")
-    alpha, beta = provision(root, "alpha"), provision(root, "beta")
-    (alpha / "a.txt").write_text("a\n")
-    (beta / "b.txt").write_text("b\n")
-    finish(root, alpha)
-    report = finish(root, beta)
-    assert report["batch_state"] == "completed"
+    root = completed_batch(tmp_path)
     cli(root, "release", "alpha")
     code, findings = run_audit(root)
     assert code == 1
